@@ -1,1 +1,398 @@
-// placeholder: being written
+#include "decoders/model.h"
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "decoders/safetensors.h"
+#include "harness/error.h"
+
+namespace ears {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string json_type(const json& v) {
+  if (v.is_number_integer() || v.is_number_unsigned()) return "integer " + v.dump();
+  if (v.is_number_float()) return "number " + v.dump();
+  std::string d = v.dump();
+  if (d.size() > 40) d = d.substr(0, 37) + "...";
+  return std::string(v.type_name()) + " " + d;
+}
+
+// Typed access to config.json keys with one-line errors naming the file and key.
+struct Keys {
+  const json& j;
+  const std::string& origin;
+
+  const json* find(const char* key) const {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+  const json& need(const char* key) const {
+    const json* v = find(key);
+    if (!v) fail("{}: missing key '{}'", origin, key);
+    return *v;
+  }
+  int64_t as_int(const json& v, const char* key) const {
+    if (v.is_number_integer() || v.is_number_unsigned()) return v.get<int64_t>();
+    if (v.is_number_float()) {
+      const double d = v.get<double>();
+      if (std::floor(d) == d) return static_cast<int64_t>(d);
+    }
+    fail("{}: key '{}' must be an integer, got {}", origin, key, json_type(v));
+  }
+  double as_double(const json& v, const char* key) const {
+    if (v.is_number()) return v.get<double>();
+    fail("{}: key '{}' must be a number, got {}", origin, key, json_type(v));
+  }
+  int64_t req_int(const char* key) const { return as_int(need(key), key); }
+  int64_t positive_int(const char* key) const {
+    const int64_t v = req_int(key);
+    if (v <= 0) fail("{}: key '{}' must be positive, got {}", origin, key, v);
+    return v;
+  }
+  int64_t opt_int(const char* key, int64_t def) const {
+    const json* v = find(key);
+    return v ? as_int(*v, key) : def;
+  }
+  double req_double(const char* key) const { return as_double(need(key), key); }
+  double opt_double(const char* key, double def) const {
+    const json* v = find(key);
+    return v ? as_double(*v, key) : def;
+  }
+  bool opt_bool(const char* key, bool def) const {
+    const json* v = find(key);
+    if (!v) return def;
+    if (!v->is_boolean()) fail("{}: key '{}' must be true or false, got {}", origin, key, json_type(*v));
+    return v->get<bool>();
+  }
+  std::optional<std::string> opt_string(const char* key) const {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) fail("{}: key '{}' must be a string, got {}", origin, key, json_type(*v));
+    return v->get<std::string>();
+  }
+  // int, list of ints, or null/absent.
+  std::vector<int64_t> int_list(const char* key) const {
+    const json* v = find(key);
+    if (!v) return {};
+    if (!v->is_array()) return {as_int(*v, key)};
+    std::vector<int64_t> out;
+    for (const auto& e : *v) out.push_back(as_int(e, key));
+    return out;
+  }
+};
+
+RopeConfig parse_rope(const json& j, const std::string& origin) {
+  Keys k{j, origin};
+  RopeConfig rope;
+  const json* params = k.find("rope_parameters");  // transformers v5 layout
+  const json* scaling = k.find("rope_scaling");
+  if (params && !params->is_object())
+    fail("{}: key 'rope_parameters' must be an object, got {}", origin, json_type(*params));
+  if (scaling && !scaling->is_object())
+    fail("{}: key 'rope_scaling' must be an object or null, got {}", origin, json_type(*scaling));
+  rope.theta = k.opt_double("rope_theta", 10000.0);
+  if (params) {
+    Keys p{*params, origin};
+    rope.theta = p.opt_double("rope_theta", rope.theta);
+  }
+  const json* spec = scaling ? scaling : params;
+  if (!spec) return rope;
+  Keys s{*spec, origin};
+  std::string type = s.opt_string("rope_type").value_or(s.opt_string("type").value_or("default"));
+  if (type == "default") return rope;
+  if (type == "linear") {
+    rope.type = type;
+    rope.factor = s.req_double("factor");
+    return rope;
+  }
+  if (type == "llama3") {
+    rope.type = type;
+    rope.factor = s.req_double("factor");
+    rope.low_freq_factor = s.req_double("low_freq_factor");
+    rope.high_freq_factor = s.req_double("high_freq_factor");
+    rope.original_max_position_embeddings = s.req_int("original_max_position_embeddings");
+    return rope;
+  }
+  fail("{}: rope_scaling type '{}' is not supported (supported: default, linear, llama3; YaRN and "
+       "dynamic scaling are not implemented); remove rope_scaling to run at the native context length",
+       origin, type);
+}
+
+}  // namespace
+
+c10::ScalarType parse_dtype(const std::string& name, const std::string& origin) {
+  if (name == "float32" || name == "fp32" || name == "float") return at::kFloat;
+  if (name == "bfloat16" || name == "bf16") return at::kBFloat16;
+  if (name == "float16" || name == "fp16" || name == "half") return at::kHalf;
+  fail("{}: dtype '{}' is not supported (use float32, bfloat16 or float16)", origin, name);
+}
+
+std::string dtype_name(c10::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: return "float32";
+    case at::kBFloat16: return "bfloat16";
+    case at::kHalf: return "float16";
+    default: return c10::toString(dtype);
+  }
+}
+
+ModelConfig ModelConfig::parse(const std::string& json_text, const std::string& origin,
+                               bool check_architecture) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::exception& e) {
+    fail("{}: invalid JSON ({})", origin, e.what());
+  }
+  if (!j.is_object()) fail("{}: expected a JSON object at the top level", origin);
+  Keys k{j, origin};
+  ModelConfig c;
+
+  // Architecture: architectures[0], else model_type.
+  if (const json* a = k.find("architectures")) {
+    if (!a->is_array() || a->empty() || !(*a)[0].is_string())
+      fail("{}: key 'architectures' must be a non-empty list of strings, got {}", origin, json_type(*a));
+    c.architecture = (*a)[0].get<std::string>();
+  } else if (auto mt = k.opt_string("model_type")) {
+    c.architecture = *mt == "qwen3" ? "Qwen3ForCausalLM"
+                     : *mt == "qwen2" ? "Qwen2ForCausalLM"
+                     : *mt == "llama" ? "LlamaForCausalLM"
+                                      : *mt;
+  } else if (check_architecture) {
+    fail("{}: missing key 'architectures' (and no 'model_type')", origin);
+  }
+  if (c.architecture == "Qwen3ForCausalLM") {
+    c.arch = Arch::Qwen3;
+  } else if (c.architecture == "Qwen2ForCausalLM") {
+    c.arch = Arch::Qwen2;
+  } else if (c.architecture == "LlamaForCausalLM") {
+    c.arch = Arch::Llama;
+  } else if (check_architecture) {
+    fail("{}: architecture '{}' is not supported (supported: Qwen3ForCausalLM, Qwen2ForCausalLM, "
+         "LlamaForCausalLM)",
+         origin, c.architecture);
+  }
+
+  c.vocab_size = k.positive_int("vocab_size");
+  c.hidden_size = k.positive_int("hidden_size");
+  c.intermediate_size = k.positive_int("intermediate_size");
+  c.num_hidden_layers = k.positive_int("num_hidden_layers");
+  c.num_attention_heads = k.positive_int("num_attention_heads");
+  c.num_key_value_heads = k.opt_int("num_key_value_heads", c.num_attention_heads);
+  if (c.num_key_value_heads <= 0 || c.num_attention_heads % c.num_key_value_heads != 0)
+    fail("{}: num_attention_heads ({}) must be a positive multiple of num_key_value_heads ({})", origin,
+         c.num_attention_heads, c.num_key_value_heads);
+  if (k.find("head_dim")) {
+    c.head_dim = k.positive_int("head_dim");
+  } else {
+    if (c.hidden_size % c.num_attention_heads != 0)
+      fail("{}: missing key 'head_dim' and hidden_size ({}) is not divisible by num_attention_heads ({})",
+           origin, c.hidden_size, c.num_attention_heads);
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
+  if (c.head_dim % 2 != 0) fail("{}: head_dim {} must be even for RoPE", origin, c.head_dim);
+  c.rms_norm_eps = k.req_double("rms_norm_eps");
+  c.rope = parse_rope(j, origin);
+  c.tie_word_embeddings = k.opt_bool("tie_word_embeddings", false);
+  const bool attention_bias = k.opt_bool("attention_bias", false);
+  c.qk_norm = c.arch == Arch::Qwen3;
+  c.qkv_bias = c.arch == Arch::Qwen2 ? true : attention_bias;
+  c.o_bias = c.arch == Arch::Qwen2 ? false : attention_bias;
+  c.mlp_bias = c.arch == Arch::Llama ? k.opt_bool("mlp_bias", false) : false;
+  if (auto dt = k.opt_string("torch_dtype")) {
+    c.torch_dtype = parse_dtype(*dt, origin + " (torch_dtype)");
+  } else if (auto dt2 = k.opt_string("dtype")) {
+    c.torch_dtype = parse_dtype(*dt2, origin + " (dtype)");
+  }
+  c.max_position_embeddings = k.opt_int("max_position_embeddings", 0);
+  const auto bos = k.int_list("bos_token_id");
+  if (!bos.empty()) c.bos_token_id = bos[0];
+  c.eos_token_ids = k.int_list("eos_token_id");
+
+  if (check_architecture) {
+    if (auto act = k.opt_string("hidden_act"); act && *act != "silu")
+      fail("{}: hidden_act '{}' is not supported (only silu)", origin, *act);
+    if (c.arch != Arch::Llama && k.opt_bool("use_sliding_window", false))
+      fail("{}: use_sliding_window is true; sliding-window attention is not supported", origin);
+  }
+  return c;
+}
+
+ModelConfig ModelConfig::load(const std::filesystem::path& dir, bool check_architecture) {
+  const auto path = std::filesystem::is_directory(dir) ? dir / "config.json" : dir;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open config.json (is this a Hugging Face model directory?)", path.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse(ss.str(), path.string(), check_architecture);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+CausalLM CausalLM::load(const std::filesystem::path& dir, c10::Device device,
+                        std::optional<c10::ScalarType> dtype) {
+  CausalLM m;
+  m.cfg_ = ModelConfig::load(dir);
+  m.dir_ = dir;
+  m.device_ = device;
+  m.dtype_ = dtype.value_or(m.cfg_.torch_dtype);
+  if (m.dtype_ != at::kFloat && m.dtype_ != at::kBFloat16 && m.dtype_ != at::kHalf)
+    fail("{}: compute dtype {} is not supported (use float32, bfloat16 or float16)", dir.string(),
+         dtype_name(m.dtype_));
+  const ModelConfig& c = m.cfg_;
+  const Checkpoint ck = Checkpoint::open(dir);
+  auto get = [&](const std::string& name, std::vector<int64_t> shape) {
+    return ck.load(name, device, m.dtype_, std::move(shape));
+  };
+  const int64_t D = c.hidden_size, I = c.intermediate_size, hd = c.head_dim;
+  const int64_t H = c.num_attention_heads, K = c.num_key_value_heads, V = c.vocab_size;
+
+  m.embed_ = get("model.embed_tokens.weight", {V, D});
+  m.final_norm_ = get("model.norm.weight", {D});
+  if (c.tie_word_embeddings) {
+    m.lm_head_ = m.embed_;
+  } else if (ck.contains("lm_head.weight")) {
+    m.lm_head_ = get("lm_head.weight", {V, D});
+  } else {
+    fail("{}: tensor 'lm_head.weight' not found and config.json has tie_word_embeddings false; set "
+         "\"tie_word_embeddings\": true if the model shares its input embeddings",
+         dir.string());
+  }
+
+  m.layers_.resize(static_cast<size_t>(c.num_hidden_layers));
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    Layer& L = m.layers_[static_cast<size_t>(i)];
+    L.input_norm = get(p + "input_layernorm.weight", {D});
+    L.post_norm = get(p + "post_attention_layernorm.weight", {D});
+    L.qkv_w = at::cat({get(p + "self_attn.q_proj.weight", {H * hd, D}),
+                       get(p + "self_attn.k_proj.weight", {K * hd, D}),
+                       get(p + "self_attn.v_proj.weight", {K * hd, D})},
+                      0);
+    if (c.qkv_bias)
+      L.qkv_b = at::cat({get(p + "self_attn.q_proj.bias", {H * hd}), get(p + "self_attn.k_proj.bias", {K * hd}),
+                         get(p + "self_attn.v_proj.bias", {K * hd})},
+                        0);
+    if (c.qk_norm) {
+      L.q_norm = get(p + "self_attn.q_norm.weight", {hd});
+      L.k_norm = get(p + "self_attn.k_norm.weight", {hd});
+    }
+    L.o_w = get(p + "self_attn.o_proj.weight", {D, H * hd});
+    if (c.o_bias) L.o_b = get(p + "self_attn.o_proj.bias", {D});
+    L.gate_up_w = at::cat({get(p + "mlp.gate_proj.weight", {I, D}), get(p + "mlp.up_proj.weight", {I, D})}, 0);
+    L.down_w = get(p + "mlp.down_proj.weight", {D, I});
+    if (c.mlp_bias) {
+      L.gate_up_b = at::cat({get(p + "mlp.gate_proj.bias", {I}), get(p + "mlp.up_proj.bias", {I})}, 0);
+      L.down_b = get(p + "mlp.down_proj.bias", {D});
+    }
+  }
+  m.inv_freq_ = layers::rope_inv_freq(hd, c.rope, device);
+  return m;
+}
+
+KVCache CausalLM::new_cache(int64_t batch, int64_t max_len) const {
+  return KVCache(cfg_.num_hidden_layers, batch, cfg_.num_key_value_heads, max_len, cfg_.head_dim, dtype_,
+                 device_);
+}
+
+at::Tensor CausalLM::embed(const at::Tensor& ids) const { return at::embedding(embed_, ids); }
+
+at::Tensor CausalLM::logits_from_hidden(const at::Tensor& hidden) const {
+  return layers::linear(layers::rms_norm(hidden, final_norm_, cfg_.rms_norm_eps), lm_head_);
+}
+
+std::vector<int> CausalLM::default_eagle_aux_layers() const {
+  const int n = static_cast<int>(cfg_.num_hidden_layers);
+  return {2, n / 2, n - 3};
+}
+
+ForwardOutput CausalLM::forward(const at::Tensor& ids, const ForwardOptions& opt) const {
+  if (!ids.defined() || ids.dim() != 2) fail("CausalLM::forward: ids must be [B, T]");
+  KVCache cache = new_cache(ids.size(0), std::max<int64_t>(ids.size(1), 1));
+  return forward(ids, cache, opt);
+}
+
+ForwardOutput CausalLM::forward(const at::Tensor& ids, KVCache& cache, const ForwardOptions& opt) const {
+  const ModelConfig& c = cfg_;
+  if (!ids.defined() || ids.dim() != 2 || ids.scalar_type() != at::kLong)
+    fail("CausalLM::forward: ids must be a [B, T] int64 tensor");
+  if (ids.device() != device_)
+    fail("CausalLM::forward: ids are on {} but the model is on {}", ids.device().str(), device_.str());
+  const int64_t B = ids.size(0), T = ids.size(1);
+  const int64_t N = c.num_hidden_layers, H = c.num_attention_heads, K = c.num_key_value_heads;
+  const int64_t hd = c.head_dim;
+  if (cache.batch() != B || cache.n_layers() != N || cache.kv_heads() != K || cache.head_dim() != hd)
+    fail("CausalLM::forward: KV cache shape (batch {}, layers {}, kv heads {}, head_dim {}) does not match "
+         "ids batch {} / model (layers {}, kv heads {}, head_dim {})",
+         cache.batch(), cache.n_layers(), cache.kv_heads(), cache.head_dim(), B, N, K, hd);
+  if (cache.dtype() != dtype_ || cache.device() != device_)
+    fail("CausalLM::forward: KV cache is {} on {} but the model computes in {} on {} (use new_cache())",
+         dtype_name(cache.dtype()), cache.device().str(), dtype_name(dtype_), device_.str());
+  std::vector<char> wanted(static_cast<size_t>(N + 1), 0);
+  for (int a : opt.aux_layers) {
+    if (a < 0 || a > N)
+      fail("aux hidden layer id {} out of range: the model has {} layers (valid ids 0..{})", a, N, N);
+    wanted[static_cast<size_t>(a)] = 1;
+  }
+  std::vector<at::Tensor> hs(static_cast<size_t>(N + 1));
+
+  const KVCache::Append plan = cache.prepare_append(T);
+  const layers::RopeTables rope = layers::rope_tables(inv_freq_, plan.positions, dtype_);
+  const double scale = std::pow(static_cast<double>(hd), -0.5);
+  const double eps = c.rms_norm_eps;
+
+  at::Tensor h = embed(ids);  // fresh tensor: updated in place below
+  if (wanted[0]) hs[0] = h.clone();
+  for (int64_t i = 0; i < N; ++i) {
+    const Layer& L = layers_[static_cast<size_t>(i)];
+    const at::Tensor x = layers::rms_norm(h, L.input_norm, eps);
+    const at::Tensor qkv = layers::linear(x, L.qkv_w, L.qkv_b);  // [B, T, (H + 2K) * hd]
+    at::Tensor q = qkv.narrow(-1, 0, H * hd).view({B, T, H, hd});
+    at::Tensor k = qkv.narrow(-1, H * hd, K * hd).view({B, T, K, hd});
+    const at::Tensor v = qkv.narrow(-1, (H + K) * hd, K * hd).view({B, T, K, hd});
+    if (c.qk_norm) {
+      q = layers::rms_norm(q, L.q_norm, eps);
+      k = layers::rms_norm(k, L.k_norm, eps);
+    }
+    q = layers::apply_rope(q, rope);
+    k = layers::apply_rope(k, rope);
+    cache.write(i, plan, k, v);
+    const at::Tensor attn = layers::attention(q, cache.keys(i, plan), cache.values(i, plan), plan.blocked, scale);
+    h.add_(layers::linear(attn, L.o_w, L.o_b));
+    h.add_(layers::silu_mlp(layers::rms_norm(h, L.post_norm, eps), L.gate_up_w, L.down_w, L.gate_up_b, L.down_b));
+    if (i + 1 < N && wanted[static_cast<size_t>(i + 1)]) hs[static_cast<size_t>(i + 1)] = h.clone();
+  }
+  if (wanted[static_cast<size_t>(N)]) hs[static_cast<size_t>(N)] = layers::rms_norm(h, final_norm_, eps);
+
+  ForwardOutput out;
+  if (!opt.skip_logits) {
+    if (opt.logits_rows) {
+      const at::Tensor& rows = *opt.logits_rows;
+      if (!rows.defined() || rows.dim() != 2 || rows.size(0) != B || rows.scalar_type() != at::kLong)
+        fail("CausalLM::forward: logits_rows must be a [B, K] int64 tensor (B = {})", B);
+      const int64_t R = rows.size(1);
+      const at::Tensor flat =
+          (rows + at::arange(B, rows.options()).mul_(T).unsqueeze(1)).reshape({-1}).to(device_);
+      const at::Tensor picked = h.reshape({B * T, c.hidden_size}).index_select(0, flat).view({B, R, c.hidden_size});
+      out.logits = logits_from_hidden(picked);
+    } else if (wanted[static_cast<size_t>(N)]) {
+      out.logits = layers::linear(hs[static_cast<size_t>(N)], lm_head_);
+    } else {
+      out.logits = logits_from_hidden(h);
+    }
+  }
+  out.aux_hidden.reserve(opt.aux_layers.size());
+  for (int a : opt.aux_layers) out.aux_hidden.push_back(hs[static_cast<size_t>(a)]);
+  cache.commit(plan);
+  return out;
+}
+
+}  // namespace ears

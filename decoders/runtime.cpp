@@ -1,1 +1,51 @@
-// placeholder: being written
+#include "decoders/runtime.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/Stream.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/api/include/torch/version.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "harness/error.h"
+
+namespace ears {
+
+c10::Device parse_device(const std::string& name, const std::string& what) {
+  if (name == "cpu") return c10::Device(c10::kCPU);
+  if (name == "cuda" || name.rfind("cuda:", 0) == 0) {
+    try {
+      return c10::Device(name);
+    } catch (const std::exception&) {
+    }
+  }
+  fail("{}: unknown device '{}'; use cpu, cuda or cuda:N", what, name);
+}
+
+int set_threads(int n) {
+  if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(n);
+  return at::get_num_threads();
+}
+
+void synchronize(c10::Device device) {
+  if (device.is_cpu()) return;
+  // Waits for the current stream of `device` (the one our kernels are queued on).
+  c10::impl::getDeviceGuardImpl(device.type())->getStream(device).synchronize();
+}
+
+static std::atomic<int64_t> g_host_syncs{0};
+
+at::Tensor to_host(const at::Tensor& t) {
+  ++g_host_syncs;  // counted on CPU too, so tests on this machine see what a GPU run would
+  return t.cpu();
+}
+
+int64_t host_sync_count() { return g_host_syncs.load(); }
+
+std::string torch_version() { return TORCH_VERSION; }
+
+}  // namespace ears

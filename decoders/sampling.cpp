@@ -1,1 +1,120 @@
-// placeholder: being written
+#include "decoders/sampling.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+
+#include "harness/error.h"
+
+namespace ears {
+
+void validate(const SamplingParams& p, std::string_view where) {
+  if (!(p.temperature >= 0) || !std::isfinite(p.temperature))
+    fail("{}.temperature = {} is invalid; use a finite value >= 0 (0 = greedy)", where, p.temperature);
+  if (p.top_k < 0) fail("{}.top_k = {} is invalid; use 0 (off) or a positive count", where, p.top_k);
+  if (!(p.top_p > 0 && p.top_p <= 1))
+    fail("{}.top_p = {} is invalid; use a value in (0, 1] (1 = off)", where, p.top_p);
+}
+
+ProcessedProbs process_logits(const at::Tensor& logits, const SamplingParams& params) {
+  validate(params);
+  if (logits.dim() < 1 || logits.size(-1) < 1)
+    fail("process_logits: logits must be [..., V] with V >= 1, got {} dims", logits.dim());
+  at::Tensor l = logits.to(at::kFloat);
+  const int64_t V = l.size(-1);
+
+  if (params.temperature == 0) {
+    at::Tensor best = l.argmax(-1, /*keepdim=*/true);
+    at::Tensor probs = at::zeros_like(l).scatter_(-1, best, 1.0);
+    return {probs, at::ones(best.squeeze(-1).sizes(), l.options())};
+  }
+  if (params.temperature != 1) l = l / params.temperature;
+
+  const bool use_k = params.top_k > 0 && params.top_k < V;
+  const bool use_p = params.top_p < 1;
+  if (!use_k && !use_p) {
+    // Single pass: Z = sum exp(l - max l); the top token has exp(0) = 1, so max p = 1/Z.
+    at::Tensor e = (l - l.amax(-1, /*keepdim=*/true)).exp_();
+    at::Tensor z = e.sum(-1, /*keepdim=*/true);
+    return {e.div_(z), z.squeeze(-1).reciprocal()};
+  }
+
+  // Work in descending order; scatter the result back to vocabulary order at the end.
+  auto [sorted, order] = l.sort(-1, /*descending=*/true);
+  at::Tensor keep = at::ones_like(sorted, sorted.options().dtype(at::kBool));
+  if (use_k) {
+    // HF semantics: drop tokens strictly below the k-th largest logit (ties with it survive).
+    at::Tensor kth = sorted.narrow(-1, params.top_k - 1, 1);
+    keep = sorted >= kth;
+  }
+  at::Tensor e = (sorted - sorted.narrow(-1, 0, 1)).exp_().mul_(keep);
+  if (use_p) {
+    at::Tensor p = e / e.sum(-1, /*keepdim=*/true);
+    // Probability mass strictly before each token; keep while it is still below top_p. The top
+    // token has 0 before it, so it is always kept.
+    at::Tensor before = p.cumsum(-1) - p;
+    keep = keep.logical_and(before < params.top_p);
+    e.mul_(keep);
+  }
+  at::Tensor z = e.sum(-1, /*keepdim=*/true);
+  at::Tensor probs = at::zeros_like(l).scatter_(-1, order, e.div_(z));
+  return {probs, z.squeeze(-1).reciprocal()};
+}
+
+at::Tensor sample_from_probs(const at::Tensor& probs, const at::Tensor& uniforms) {
+  if (probs.dim() != 2 || uniforms.dim() != 1 || uniforms.size(0) != probs.size(0))
+    fail("sample_from_probs: want probs [N, V] and uniforms [N], got {} and {} dims (N = {} vs {})",
+         probs.dim(), uniforms.dim(), probs.dim() ? probs.size(0) : -1,
+         uniforms.dim() ? uniforms.size(0) : -1);
+  const int64_t V = probs.size(1);
+  // float64 CDF: adding an exact 0 leaves the running sum unchanged, so a zero-probability id
+  // owns an empty interval; u < 1 keeps u * total strictly below total (float32 u has 24 bits).
+  at::Tensor cdf = probs.to(at::kDouble).cumsum(-1);
+  at::Tensor t = uniforms.to(cdf.device(), at::kDouble).unsqueeze(1) * cdf.narrow(1, V - 1, 1);
+  at::Tensor ids = at::searchsorted(cdf, t, /*out_int32=*/false, /*right=*/true).clamp_max_(V - 1);
+  at::Tensor chosen = probs.gather(1, ids);
+  return at::where(chosen > 0, ids, probs.argmax(1, /*keepdim=*/true)).squeeze(1);
+}
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+uint64_t fnv1a64(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+uint64_t request_seed(uint64_t run_seed, uint64_t request_id) {
+  return splitmix64(splitmix64(run_seed) ^ request_id);
+}
+
+RequestRng::RequestRng(uint64_t run_seed, uint64_t request_id)
+    : seed_(request_seed(run_seed, request_id)), gen_(at::detail::createCPUGenerator(seed_)) {}
+
+RequestRng::RequestRng(uint64_t run_seed, std::string_view request_key)
+    : RequestRng(run_seed, fnv1a64(request_key)) {}
+
+at::Tensor RequestRng::uniforms(int64_t n) {
+  // The CPU uniform kernel is serial and takes the generator's lock: thread-count independent.
+  return at::rand({n}, gen_, at::TensorOptions().dtype(at::kFloat));
+}
+
+at::Tensor batch_uniforms(const std::vector<RequestRng*>& rngs, int64_t n, c10::Device device) {
+  const auto B = static_cast<int64_t>(rngs.size());
+  at::Tensor host = at::empty({B, n}, at::TensorOptions().dtype(at::kFloat)
+                                          .pinned_memory(!device.is_cpu()));
+  for (int64_t b = 0; b < B; ++b) host.select(0, b).copy_(rngs[b]->uniforms(n));
+  if (device.is_cpu()) return host;
+  return host.to(device, /*non_blocking=*/true);
+}
+
+}  // namespace ears

@@ -1,1 +1,227 @@
-// placeholder: being written
+#include "decoders/verify.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "decoders/sampling.h"
+#include "harness/error.h"
+
+namespace ears {
+
+// ---- names ----
+
+VerifierSpec::Kind parse_verifier_kind(std::string_view name) {
+  if (name == "baseline") return VerifierSpec::Baseline;
+  if (name == "ears") return VerifierSpec::Ears;
+  if (name == "typical") return VerifierSpec::Typical;
+  if (name == "greedy") return VerifierSpec::Greedy;
+  fail("unknown verifier '{}'; use one of baseline, ears, typical, greedy", name);
+}
+
+std::string to_string(VerifierSpec::Kind kind) {
+  switch (kind) {
+    case VerifierSpec::Baseline: return "baseline";
+    case VerifierSpec::Ears: return "ears";
+    case VerifierSpec::Typical: return "typical";
+    case VerifierSpec::Greedy: return "greedy";
+  }
+  return "?";
+}
+
+VerifierSpec::Uncertainty parse_uncertainty(std::string_view name) {
+  if (name == "max_prob") return VerifierSpec::MaxProb;
+  if (name == "entropy") return VerifierSpec::Entropy;
+  fail("unknown EARS uncertainty '{}'; use max_prob or entropy", name);
+}
+
+std::string to_string(VerifierSpec::Uncertainty u) {
+  return u == VerifierSpec::Entropy ? "entropy" : "max_prob";
+}
+
+void validate(const VerifierSpec& s, std::string_view where) {
+  if (!(s.beta >= 0) || !std::isfinite(s.beta))
+    fail("{}.beta = {} is invalid; use a finite value >= 0 (0 = exact baseline)", where, s.beta);
+  if (!(s.typical_eps > 0)) fail("{}.typical_eps = {} is invalid; use a value > 0", where, s.typical_eps);
+  if (!(s.typical_delta > 0))
+    fail("{}.typical_delta = {} is invalid; use a value > 0", where, s.typical_delta);
+}
+
+// ---- shared pieces ----
+namespace {
+
+std::string shape(const at::Tensor& t) {
+  if (!t.defined()) return "undefined";
+  std::string s = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+  return s + "]";
+}
+
+void expect(const at::Tensor& t, const char* name, std::vector<int64_t> want, const at::Tensor& ref) {
+  if (!t.defined() || t.sizes() != at::IntArrayRef(want)) {
+    std::string w = "[";
+    for (size_t i = 0; i < want.size(); ++i) w += (i ? ", " : "") + std::to_string(want[i]);
+    fail("verify: VerifyInput.{} must be {}], got {}; fix the caller", name, w, shape(t));
+  }
+  if (t.device() != ref.device())
+    fail("verify: VerifyInput.{} is on {} but target_probs is on {}; move it", name,
+         t.device().str(), ref.device().str());
+}
+
+// u in [0, 1] per position: 1 - max p (MaxProb) or H(p) / log V (Entropy, from p itself).
+at::Tensor uncertainty(const VerifierSpec& spec, const at::Tensor& p, const at::Tensor& max_p) {
+  if (spec.uncertainty == VerifierSpec::Entropy) {
+    const int64_t V = p.size(-1);
+    if (V < 2) return at::zeros(p.sizes().slice(0, p.dim() - 1), p.options());
+    return at::xlogy(p, p).sum(-1).neg_().div_(std::log(static_cast<double>(V))).clamp_(0, 1);
+  }
+  if (!max_p.defined())
+    fail("verify: ears with uncertainty max_prob needs target_max (process_logits' max_prob)");
+  return (1 - max_p.to(at::kFloat)).clamp_(0, 1);
+}
+
+// Typical acceptance threshold min(ε, δ·exp(-H)), H = -Σ p log(p + 1e-5) (vLLM v0).
+at::Tensor typical_threshold(const VerifierSpec& spec, const at::Tensor& p) {
+  at::Tensor minus_h = (p * (p + 1e-5).log()).sum(-1);
+  return minus_h.exp_().mul_(spec.typical_delta).clamp_max_(spec.typical_eps);
+}
+
+// Row `index[b]` of t[b] for t [B, L, V], index [B] int64 -> [B, V] (no copy of the rest).
+at::Tensor row_at(const at::Tensor& t, const at::Tensor& index) {
+  const int64_t B = t.size(0), V = t.size(2);
+  return t.gather(1, index.view({B, 1, 1}).expand({B, 1, V})).squeeze(1);
+}
+
+}  // namespace
+
+// ---- verify ----
+
+VerifyOutput verify(const VerifierSpec& spec, const VerifyInput& in) {
+  validate(spec);
+  const at::Tensor& p_t = in.target_probs;
+  if (!p_t.defined() || p_t.dim() != 3 || p_t.size(1) < 1)
+    fail("verify: VerifyInput.target_probs must be [B, γ+1, V], got {}", shape(p_t));
+  const int64_t B = p_t.size(0), G = p_t.size(1) - 1, V = p_t.size(2);
+  const auto kind = spec.kind;
+  const bool rejection = kind == VerifierSpec::Baseline || kind == VerifierSpec::Ears;
+  expect(in.draft_tokens, "draft_tokens", {B, G}, p_t);
+  if (in.draft_tokens.scalar_type() != at::kLong)
+    fail("verify: VerifyInput.draft_tokens must be int64, got {}", c10::toString(in.draft_tokens.scalar_type()));
+  if (rejection) expect(in.uniforms_accept, "uniforms_accept", {B, G}, p_t);
+  if (rejection && in.draft_probs.defined()) expect(in.draft_probs, "draft_probs", {B, G, V}, p_t);
+  if (kind == VerifierSpec::Ears && spec.uncertainty == VerifierSpec::MaxProb)
+    expect(in.target_max, "target_max", {B, G + 1}, p_t);
+  if (kind != VerifierSpec::Greedy) expect(in.uniforms_sample, "uniforms_sample", {B}, p_t);
+
+  const auto long_opts = in.draft_tokens.options();
+  const at::Tensor& x = in.draft_tokens;
+  const at::Tensor p_draft_pos = p_t.narrow(1, 0, G);                 // [B, G, V] (view)
+  const at::Tensor p_x = p_draft_pos.gather(2, x.unsqueeze(2)).squeeze(2).to(at::kFloat);  // [B, G]
+
+  // Per-position decision: accept [B, G] bool; primary [B, G] bool (false = pardoned).
+  at::Tensor accept, primary, top;
+  switch (kind) {
+    case VerifierSpec::Baseline:
+    case VerifierSpec::Ears: {
+      at::Tensor q_x = in.draft_probs.defined()
+                           ? in.draft_probs.gather(2, x.unsqueeze(2)).squeeze(2).to(at::kFloat)
+                           : at::ones_like(p_x);
+      at::Tensor q_pos = q_x > 0;
+      at::Tensor ratio = p_x / at::where(q_pos, q_x, at::full_like(q_x, 1e-10));
+      const at::Tensor u_acc = in.uniforms_accept.to(at::kFloat);
+      primary = ratio >= u_acc;
+      if (kind == VerifierSpec::Baseline) {
+        accept = primary.logical_and(q_pos);
+      } else {
+        at::Tensor u = uncertainty(spec, p_draft_pos,
+                                   in.target_max.defined() ? in.target_max.narrow(1, 0, G) : at::Tensor());
+        accept = ratio >= (u_acc - spec.beta * u).clamp_min_(0);
+      }
+      break;
+    }
+    case VerifierSpec::Typical:
+      accept = p_x > typical_threshold(spec, p_draft_pos.to(at::kFloat));
+      primary = accept;
+      break;
+    case VerifierSpec::Greedy:
+      top = p_t.argmax(2);  // [B, G+1]
+      accept = x == top.narrow(1, 0, G);
+      primary = accept;
+      break;
+  }
+  at::Tensor accepted = accept.to(at::kLong).cumprod(1).sum(1);  // [B]
+
+  // The one token of the verifier's own at index `accepted`.
+  at::Tensor own;
+  if (kind == VerifierSpec::Greedy) {
+    own = top.gather(1, accepted.unsqueeze(1)).squeeze(1);
+  } else {
+    at::Tensor p_row = row_at(p_t, accepted).to(at::kFloat);  // [B, V]
+    at::Tensor dist = p_row;
+    if (rejection && G > 0) {
+      at::Tensor j = accepted.clamp_max(G - 1);
+      at::Tensor resid = in.draft_probs.defined()
+                             ? (p_row - row_at(in.draft_probs, j).to(at::kFloat)).clamp_min_(0)
+                             : p_row.scatter(1, x.gather(1, j.unsqueeze(1)), 0.0);  // one-hot q
+      at::Tensor use_resid = (accepted < G).logical_and_(resid.sum(1) > 0).unsqueeze(1);
+      dist = at::where(use_resid, resid, p_row);  // unnormalised is fine for sample_from_probs
+    }
+    own = sample_from_probs(dist, in.uniforms_sample);
+  }
+
+  at::Tensor idx = at::arange(G + 1, long_opts).unsqueeze(0);  // [1, G+1]
+  at::Tensor acc = accepted.unsqueeze(1);                       // [B, 1]
+  at::Tensor drafts = at::cat({x, at::zeros({B, 1}, long_opts)}, 1);
+  at::Tensor emitted = at::where(idx == acc, own.unsqueeze(1), drafts).masked_fill_(idx > acc, -1);
+
+  at::Tensor reached = idx.narrow(1, 0, G) < acc;                        // accepted positions
+  at::Tensor kind_code = 2 - primary.to(at::kLong);                      // 1 primary, 2 pardon
+  at::Tensor path = (kind_code * reached.to(at::kLong)).to(at::kChar);
+  return {accepted, emitted, path};
+}
+
+// ---- distortion ----
+
+at::Tensor induced_distribution(const VerifierSpec& spec, const at::Tensor& p_in, const at::Tensor& q_in,
+                                const at::Tensor& target_max) {
+  validate(spec);
+  if (!p_in.defined() || p_in.dim() < 1 || !q_in.defined() || p_in.sizes() != q_in.sizes())
+    fail("induced_distribution: p_t and q must both be [..., V], got {} and {}", shape(p_in), shape(q_in));
+  at::Tensor p = p_in.to(at::kFloat), q = q_in.to(at::kFloat);
+  at::Tensor a, r;
+  switch (spec.kind) {
+    case VerifierSpec::Greedy:
+      // q(top)·1 + (1 - q(top))·onehot(top) = onehot(top), whatever q is.
+      return at::zeros_like(p).scatter_(-1, p.argmax(-1, /*keepdim=*/true), 1.0);
+    case VerifierSpec::Typical:
+      a = (p > typical_threshold(spec, p).unsqueeze(-1)).to(at::kFloat);
+      r = p;
+      break;
+    case VerifierSpec::Baseline:
+    case VerifierSpec::Ears: {
+      at::Tensor q_pos = q > 0;
+      at::Tensor ratio = p / at::where(q_pos, q, at::full_like(q, 1e-10));
+      if (spec.kind == VerifierSpec::Baseline) {
+        a = ratio.clamp_max(1).mul_(q_pos);
+      } else {
+        if (spec.uncertainty == VerifierSpec::MaxProb && (!target_max.defined() ||
+                                                          target_max.sizes() != p.sizes().slice(0, p.dim() - 1)))
+          fail("induced_distribution: ears/max_prob needs target_max of shape {}, got {}",
+               shape(p.select(-1, 0)), shape(target_max));
+        a = (ratio + spec.beta * uncertainty(spec, p, target_max).unsqueeze(-1)).clamp_max_(1);
+      }
+      at::Tensor resid = (p - q).clamp_min_(0);
+      at::Tensor mass = resid.sum(-1, /*keepdim=*/true);
+      r = at::where(mass > 0, resid / mass.clamp_min(1e-30), p);
+      break;
+    }
+  }
+  at::Tensor qa = q * a;
+  return qa + (1 - qa.sum(-1, /*keepdim=*/true)) * r;
+}
+
+at::Tensor tv_distance(const at::Tensor& p, const at::Tensor& r) {
+  return (p.to(at::kFloat) - r.to(at::kFloat)).abs_().sum(-1).mul_(0.5);
+}
+
+}  // namespace ears

@@ -1,2 +1,698 @@
+// Tests of reports/ (results, metrics, report JSON/Markdown/SVG, run dirs) and harness/gate.
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "harness/error.h"
+#include "harness/gate.h"
+#include "reports/metrics.h"
+#include "reports/report.h"
+#include "reports/result.h"
+#include "reports/svg.h"
 #include "tests/test_util.h"
-TEST(Placeholder, Empty) { SUCCEED(); }
+
+namespace ears {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------------------------------------
+// helpers
+
+// A minimal well-formedness checker: one root element, balanced tags, quoted attributes, no
+// stray '<' or bare '&' in text. Returns "" when fine, else what is wrong.
+std::string xml_problem(const std::string& s) {
+  std::vector<std::string> stack;
+  size_t i = 0;
+  int roots = 0;
+  auto entity_ok = [&](size_t at) {
+    const size_t semi = s.find(';', at);
+    if (semi == std::string::npos || semi - at > 8) return false;
+    const std::string name = s.substr(at + 1, semi - at - 1);
+    return name == "amp" || name == "lt" || name == "gt" || name == "quot" || name == "apos" ||
+           (!name.empty() && name[0] == '#');
+  };
+  while (i < s.size()) {
+    if (s[i] == '<') {
+      if (s.compare(i, 5, "<?xml") == 0) {
+        const size_t end = s.find("?>", i);
+        if (end == std::string::npos) return "unterminated <?xml";
+        i = end + 2;
+        continue;
+      }
+      if (s.compare(i, 4, "<!--") == 0) {
+        const size_t end = s.find("-->", i);
+        if (end == std::string::npos) return "unterminated comment";
+        i = end + 3;
+        continue;
+      }
+      // find the tag end, honouring quotes
+      size_t j = i + 1;
+      char quote = 0;
+      for (; j < s.size(); ++j) {
+        if (quote) {
+          if (s[j] == quote) quote = 0;
+          else if (s[j] == '<') return "'<' inside an attribute";
+          else if (s[j] == '&' && !entity_ok(j)) return "bare '&' inside an attribute";
+        } else if (s[j] == '"' || s[j] == '\'') {
+          quote = s[j];
+        } else if (s[j] == '>') {
+          break;
+        } else if (s[j] == '<') {
+          return "'<' inside a tag";
+        }
+      }
+      if (j >= s.size()) return "unterminated tag";
+      std::string tag = s.substr(i + 1, j - i - 1);
+      i = j + 1;
+      if (!tag.empty() && tag[0] == '/') {
+        const std::string name = tag.substr(1, tag.find_first_of(" \t\n") - 1);
+        if (stack.empty() || stack.back() != name) return "mismatched </" + name + ">";
+        stack.pop_back();
+        continue;
+      }
+      const bool self_closing = !tag.empty() && tag.back() == '/';
+      const std::string name = tag.substr(0, tag.find_first_of(" \t\n/"));
+      if (name.empty()) return "empty tag name";
+      if (stack.empty()) {
+        if (++roots > 1) return "more than one root element";
+      }
+      if (!self_closing) stack.push_back(name);
+      continue;
+    }
+    if (s[i] == '&' && !entity_ok(i)) return "bare '&' in text";
+    if (stack.empty() && !std::isspace(static_cast<unsigned char>(s[i]))) return "text outside the root element";
+    ++i;
+  }
+  if (!stack.empty()) return "unclosed <" + stack.back() + ">";
+  if (roots != 1) return "no root element";
+  return "";
+}
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / fmt::format("ears_report_test_{}_{}", name, ::getpid());
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+// A request that took `steps` steps with the given tokens emitted per step (γ = gamma).
+// accepted in a step = emitted − 1 (one correction or bonus per step); bonus when all γ passed.
+RequestResult make_result(const std::string& arm, const std::string& id, int gamma,
+                          const std::vector<int>& emitted_per_step, double latency, int repeat = 0) {
+  RequestResult r;
+  r.run_id = "run1";
+  r.arm = arm;
+  r.request_id = id;
+  r.repeat = repeat;
+  r.gamma = gamma;
+  r.prompt_tokens = 10;
+  r.latency_s = latency;
+  r.ttft_s = latency / 10;
+  r.accepted_per_position.assign(static_cast<size_t>(gamma), 0);
+  r.accept_length_hist.assign(static_cast<size_t>(gamma) + 2, 0);
+  for (int e : emitted_per_step) {
+    ++r.steps;
+    r.drafted += gamma;
+    const int acc = e - 1;
+    r.accepted += acc;
+    for (int k = 0; k < acc; ++k) ++r.accepted_per_position[static_cast<size_t>(k)];
+    if (acc == gamma) ++r.bonus;
+    else ++r.corrections;
+    ++r.accept_length_hist[static_cast<size_t>(e)];
+  }
+  r.output_tokens = r.emitted() + 1;
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// basic statistics
+
+TEST(Stats, PercentileMatchesNumpyLinear) {
+  const std::vector<double> v = {4, 1, 3, 2};
+  EXPECT_DOUBLE_EQ(percentile(v, 50), 2.5);
+  EXPECT_DOUBLE_EQ(percentile(v, 25), 1.75);
+  EXPECT_DOUBLE_EQ(percentile(v, 90), 3.7);
+  EXPECT_DOUBLE_EQ(percentile(v, 0), 1);
+  EXPECT_DOUBLE_EQ(percentile(v, 100), 4);
+  EXPECT_DOUBLE_EQ(percentile({5}, 99), 5);
+  EXPECT_DOUBLE_EQ(percentile({1, 2, 3}, 99), 2.98);
+  EXPECT_TRUE(std::isnan(percentile({}, 50)));
+  EXPECT_DOUBLE_EQ(mean({1, 2, 3, 6}), 3);
+  EXPECT_THROW(percentile(v, 101), Error);
+}
+
+TEST(Stats, WilsonIntervalKnownValues) {
+  const Interval a = wilson_interval(8, 10);
+  EXPECT_NEAR(a.lo, 0.4902, 1e-4);
+  EXPECT_NEAR(a.hi, 0.9433, 1e-4);
+  const Interval b = wilson_interval(0, 10);
+  EXPECT_NEAR(b.lo, 0.0, 1e-12);
+  EXPECT_NEAR(b.hi, 0.2775, 1e-4);
+  const Interval c = wilson_interval(50, 100);
+  EXPECT_NEAR(c.lo, 0.4038, 1e-4);
+  EXPECT_NEAR(c.hi, 0.5962, 1e-4);
+  EXPECT_TRUE(std::isnan(wilson_interval(0, 0).lo));
+}
+
+TEST(Stats, McNemarExactKnownTables) {
+  EXPECT_NEAR(mcnemar_exact_p(10, 2), 158.0 / 4096.0, 1e-12);
+  EXPECT_NEAR(mcnemar_exact_p(2, 10), 158.0 / 4096.0, 1e-12);
+  EXPECT_NEAR(mcnemar_exact_p(0, 6), 2.0 / 64.0, 1e-12);
+  EXPECT_NEAR(mcnemar_exact_p(1, 8), 20.0 / 512.0, 1e-12);
+  EXPECT_DOUBLE_EQ(mcnemar_exact_p(5, 5), 1.0);
+  EXPECT_DOUBLE_EQ(mcnemar_exact_p(0, 0), 1.0);
+  EXPECT_LT(mcnemar_exact_p(0, 2000), 1e-300 + 1e-200);  // large n stays finite
+}
+
+TEST(Stats, RngIsDeterministicAndUniform) {
+  Rng a(42), b(42), c(43);
+  for (int i = 0; i < 5; ++i) {
+    const uint64_t x = a.next();
+    EXPECT_EQ(x, b.next());
+    EXPECT_NE(x, c.next());
+  }
+  Rng r(1);
+  std::vector<int> counts(10, 0);
+  const int n = 100000;
+  for (int i = 0; i < n; ++i) ++counts[r.below(10)];
+  // each count ~ Bin(n, 0.1): sd = 95; 5 sd tolerance
+  for (int k : counts) EXPECT_NEAR(k, n / 10, 5 * std::sqrt(n * 0.09));
+}
+
+// ---------------------------------------------------------------------------------------------
+// results
+
+TEST(Result, ValidateCatchesInconsistentCounters) {
+  RequestResult r = make_result("a", "1", 2, {3, 1, 2}, 1.0);
+  EXPECT_NO_THROW(r.validate());
+  RequestResult bad = r;
+  bad.bonus += 1;  // emitted no longer matches the histogram
+  EXPECT_THROW(bad.validate("x.jsonl:3"), Error);
+  try {
+    bad.validate("x.jsonl:3");
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("x.jsonl:3"), std::string::npos);
+    EXPECT_EQ(e.exit_code, 2);
+  }
+  bad = r;
+  bad.accepted_per_position = {1, 2};  // not a prefix, wrong sum
+  EXPECT_THROW(bad.validate(), Error);
+  bad = r;
+  bad.output_tokens = r.emitted() + 2;
+  EXPECT_THROW(bad.validate(), Error);
+  bad = r;
+  bad.pardoned = r.accepted + 1;
+  EXPECT_THROW(bad.validate(), Error);
+  bad = r;
+  bad.error = "NaN logits";
+  bad.bonus += 5;  // failed requests only get the basic checks
+  EXPECT_NO_THROW(bad.validate());
+}
+
+TEST(Result, JsonRoundTrip) {
+  RequestResult r = make_result("ears", "q7", 2, {3, 2}, 1.5, 1);
+  r.text = "The answer is 42.";
+  r.output_ids = {1, 2, 3};
+  r.has_score = true;
+  r.correct = r.flexible_correct = true;
+  r.category = "math";
+  r.seed = 18446744073709551615ull;
+  r.drafted_by_uncertainty[3] = 4;
+  r.accepted_by_uncertainty[3] = 3;
+  r.pardoned_by_uncertainty[3] = 1;
+  r.pardoned = 1;
+  const std::string line = result_to_jsonl_line(r);
+  ASSERT_EQ(line.back(), '\n');
+  EXPECT_EQ(line.find('\n'), line.size() - 1);
+  const RequestResult back = json::parse(line).get<RequestResult>();
+  EXPECT_EQ(json(back), json(r));
+  EXPECT_EQ(back.seed, r.seed);
+  EXPECT_EQ(back.output_ids, r.output_ids);
+  EXPECT_THROW(json::parse(R"({"arm": "a"})").get<RequestResult>(), Error);  // missing request_id
+  EXPECT_THROW(json::parse(R"({"arm": "a", "request_id": "1", "output_tokens": "x", "latency_s": 1})").get<RequestResult>(),
+               Error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// per-arm metrics on a hand-computed toy set
+
+TEST(Metrics, HandComputedToySet) {
+  // γ = 2. r1: steps emit 3, 1, 2 → accepted 2+0+1 = 3, 1 bonus, 2 corrections.
+  //        r2: steps emit 3, 3    → accepted 4, 2 bonus.
+  // Σ emitted = 12 over 5 steps → τ = 2.4; acceptance = 7 / 10; per position = [4/5, 3/5].
+  std::vector<RequestResult> rs = {make_result("a", "r1", 2, {3, 1, 2}, 1.0), make_result("a", "r2", 2, {3, 3}, 3.0)};
+  rs[0].has_score = true;
+  rs[0].correct = true;
+  rs[1].has_score = true;
+  rs[1].correct = false;
+  rs[0].pardoned = 1;
+  rs[0].distortion_tv_sum = 0.3;
+  rs[0].distortion_positions = 3;
+  rs[1].distortion_tv_sum = 0.1;
+  rs[1].distortion_positions = 2;
+  rs[0].uncertainty_sum = 1.0;
+  rs[0].uncertainty_count = 4;
+  RequestResult failed = make_result("a", "r3", 2, {3}, 9.0);
+  failed.error = "NaN logits";
+  rs.push_back(failed);
+  rs.push_back(make_result("other", "r1", 2, {1}, 100.0));  // another arm: ignored
+
+  const ArmMetrics m = compute_arm_metrics(rs, "a", 5.0);
+  EXPECT_EQ(m.n_requests, 3);
+  EXPECT_EQ(m.n_errors, 1);
+  EXPECT_EQ(m.output_tokens, 14);
+  EXPECT_EQ(m.prompt_tokens, 20);
+  EXPECT_DOUBLE_EQ(m.output_tokens_per_s, 14.0 / 5.0);
+  EXPECT_DOUBLE_EQ(m.total_tokens_per_s, 34.0 / 5.0);
+  EXPECT_FALSE(m.wall_from_latencies);
+  EXPECT_DOUBLE_EQ(m.latency_mean_s, 2.0);
+  EXPECT_DOUBLE_EQ(m.latency_p50_s, 2.0);
+  EXPECT_DOUBLE_EQ(m.latency_p90_s, 2.8);
+  EXPECT_DOUBLE_EQ(m.latency_p99_s, 2.98);
+  EXPECT_DOUBLE_EQ(m.ttft_mean_s, 0.2);
+  EXPECT_DOUBLE_EQ(m.mean_accept_length, 2.4);
+  EXPECT_DOUBLE_EQ(m.acceptance_rate, 0.7);
+  ASSERT_EQ(m.acceptance_per_position.size(), 2u);
+  EXPECT_DOUBLE_EQ(m.acceptance_per_position[0], 0.8);
+  EXPECT_DOUBLE_EQ(m.acceptance_per_position[1], 0.6);
+  EXPECT_DOUBLE_EQ(m.system_efficiency, 12.0 / 15.0);
+  EXPECT_DOUBLE_EQ(m.pardon_share, 1.0 / 7.0);
+  EXPECT_DOUBLE_EQ(m.distortion_tv_mean, 0.4 / 5.0);
+  EXPECT_DOUBLE_EQ(m.mean_uncertainty, 0.25);
+  EXPECT_EQ(m.accept_length_hist, (std::vector<int64_t>{0, 1, 1, 3}));
+  EXPECT_DOUBLE_EQ(m.accuracy, 0.5);
+  EXPECT_EQ(m.n_scored, 2);
+
+  // No wall time: Σ latencies of the successful requests.
+  const ArmMetrics w = compute_arm_metrics(rs, "a", nan_value());
+  EXPECT_TRUE(w.wall_from_latencies);
+  EXPECT_DOUBLE_EQ(w.output_tokens_per_s, 14.0 / 4.0);
+}
+
+TEST(Metrics, UncertaintyBucketsAndCategories) {
+  RequestResult a = make_result("a", "1", 2, {3, 1}, 1.0);  // drafted 4, accepted 2
+  a.drafted_by_uncertainty = {3, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  a.accepted_by_uncertainty = {2, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  a.pardoned_by_uncertainty = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  a.pardoned = 1;
+  a.category = "math";
+  RequestResult b = make_result("a", "2", 2, {2}, 2.0);
+  b.category = "qa";
+  const ArmMetrics m = compute_arm_metrics({a, b}, "a", 3.0);
+  ASSERT_EQ(m.uncertainty_buckets.size(), 10u);
+  EXPECT_DOUBLE_EQ(m.uncertainty_buckets[0].drafted_share, 0.75);
+  EXPECT_DOUBLE_EQ(m.uncertainty_buckets[0].acceptance_rate, 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(m.uncertainty_buckets[0].pardon_share, 0.5);
+  EXPECT_DOUBLE_EQ(m.uncertainty_buckets[9].acceptance_rate, 0.0);
+  EXPECT_TRUE(std::isnan(m.uncertainty_buckets[5].acceptance_rate));
+  ASSERT_EQ(m.categories.size(), 2u);
+  EXPECT_EQ(m.categories[0].category, "math");
+  EXPECT_DOUBLE_EQ(m.categories[0].output_tokens_per_s, 5.0 / 1.0);
+  EXPECT_DOUBLE_EQ(m.categories[0].mean_accept_length, 2.0);
+  EXPECT_DOUBLE_EQ(m.categories[1].mean_accept_length, 2.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// paired comparisons
+
+// 200 pairs: baseline right on even i (100), the arm additionally right on i % 10 == 1 (20 more):
+// true delta +10 pp, all discordant pairs favour the arm. The arm is 1.25× faster per request
+// with ±5 % deterministic noise, same output lengths.
+std::vector<RequestResult> paired_set() {
+  std::vector<RequestResult> rs;
+  Rng noise(7);
+  for (int i = 0; i < 200; ++i) {
+    const std::string id = fmt::format("q{}", i);
+    const double base_latency = 1.0 + (i % 7) * 0.25;
+    RequestResult b = make_result("base", id, 0, std::vector<int>(9, 1), base_latency);
+    RequestResult a = make_result("ears", id, 2, {3, 3, 3}, base_latency / 1.25 * (1 + 0.1 * (noise.uniform() - 0.5)));
+    b.has_score = a.has_score = true;
+    b.correct = (i % 2 == 0);
+    a.correct = (i % 2 == 0) || (i % 10 == 1);
+    rs.push_back(b);
+    rs.push_back(a);
+  }
+  return rs;
+}
+
+TEST(Comparison, PairedBootstrapContainsTruthAndIsDeterministic) {
+  const auto rs = paired_set();
+  const ArmMetrics base = compute_arm_metrics(rs, "base", nan_value());
+  const ArmMetrics ears = compute_arm_metrics(rs, "ears", nan_value());
+  const Comparison c = compare_arms(rs, "ears", ears, "base", base, 123, 2000);
+  EXPECT_EQ(c.n_pairs, 200);
+  EXPECT_EQ(c.n_scored_pairs, 200);
+  EXPECT_NEAR(c.accuracy_delta_pp, 10.0, 1e-9);
+  EXPECT_EQ(c.arm_only_correct, 20);
+  EXPECT_EQ(c.baseline_only_correct, 0);
+  EXPECT_NEAR(c.mcnemar_p, 2.0 / std::pow(2.0, 20), 1e-15);
+  // Paired sd of the delta: sqrt(0.1·0.9/200) = 2.1 pp → half-width ≈ 4.2 pp.
+  const double half = 1.96 * std::sqrt(0.09 / 200) * 100;
+  EXPECT_LT(c.accuracy_delta_ci95.lo, 10.0);
+  EXPECT_GT(c.accuracy_delta_ci95.hi, 10.0);
+  EXPECT_NEAR(10.0 - c.accuracy_delta_ci95.lo, half, half * 0.35);
+  EXPECT_NEAR(c.accuracy_delta_ci95.hi - 10.0, half, half * 0.35);
+  // Throughput: same tokens, 1.25× less time with ±5 % noise → gain ≈ 25 %.
+  EXPECT_NEAR(c.throughput_gain_pct, 25.0, 1.0);
+  EXPECT_LT(c.throughput_gain_ci95.lo, c.throughput_gain_pct);
+  EXPECT_GT(c.throughput_gain_ci95.hi, c.throughput_gain_pct);
+  EXPECT_LT(c.throughput_gain_ci95.hi - c.throughput_gain_ci95.lo, 3.0);
+  EXPECT_NEAR(c.latency_change_pct, -20.0, 1.0);
+  EXPECT_LT(c.latency_change_ci95.lo, c.latency_change_pct);
+  EXPECT_GT(c.latency_change_ci95.hi, c.latency_change_pct);
+  EXPECT_DOUBLE_EQ(c.accept_length_ratio, 3.0);  // τ 3 vs 1
+  EXPECT_NEAR(c.accept_length_ratio_ci95.lo, 3.0, 1e-9);
+  EXPECT_NEAR(c.accept_length_ratio_ci95.hi, 3.0, 1e-9);
+
+  const Comparison again = compare_arms(rs, "ears", ears, "base", base, 123, 2000);
+  EXPECT_EQ(json(again), json(c));
+  const Comparison other = compare_arms(rs, "ears", ears, "base", base, 124, 2000);
+  EXPECT_NE(json(other)["throughput_gain_ci95"], json(c)["throughput_gain_ci95"]);  // the seed matters
+  // Result order does not matter (pairs are sorted by request id).
+  auto reversed = rs;
+  std::reverse(reversed.begin(), reversed.end());
+  EXPECT_EQ(json(compare_arms(reversed, "ears", ears, "base", base, 123, 2000)), json(c));
+}
+
+TEST(Comparison, WallTimePointEstimateCarriesTheInterval) {
+  const auto rs = paired_set();
+  // Batched arm: its wall time is half its Σ latency → the gain doubles; the interval follows.
+  double lat_sum = 0, base_sum = 0;
+  for (const auto& r : rs) (r.arm == "ears" ? lat_sum : base_sum) += r.latency_s;
+  const ArmMetrics base = compute_arm_metrics(rs, "base", base_sum);
+  const ArmMetrics ears = compute_arm_metrics(rs, "ears", lat_sum / 2);
+  const Comparison c = compare_arms(rs, "ears", ears, "base", base);
+  EXPECT_NEAR(c.throughput_gain_pct, 150.0, 2.0);
+  EXPECT_LT(c.throughput_gain_ci95.lo, c.throughput_gain_pct);
+  EXPECT_GT(c.throughput_gain_ci95.hi, c.throughput_gain_pct);
+  EXPECT_EQ(c.bootstrap_resamples, kDefaultBootstrapResamples);
+}
+
+// ---------------------------------------------------------------------------------------------
+// report
+
+std::vector<RequestResult> sweep_results() {
+  std::vector<RequestResult> rs;
+  for (int i = 0; i < 30; ++i) {
+    const std::string id = std::to_string(i);
+    const std::string cat = i % 3 == 0 ? "qa" : "math";
+    auto add = [&](const std::string& arm, int gamma, std::vector<int> steps, double lat, bool correct) {
+      RequestResult r = make_result(arm, id, gamma, steps, lat);
+      r.category = cat;
+      r.has_score = true;
+      r.correct = r.strict_correct = r.flexible_correct = correct;
+      r.text = "answer <" + id + "> & \"co\"";
+      rs.push_back(r);
+    };
+    add("baseline", 3, {2, 3, 1, 4}, 1.0 + 0.01 * i, i % 4 != 0);
+    add("ears-0.3", 3, {3, 3, 4}, 0.8 + 0.01 * i, i % 4 != 0 || i == 4);
+    add("ears-0.6", 3, {4, 4, 3}, 0.7 + 0.01 * i, i % 4 != 0 && i != 5);
+  }
+  return rs;
+}
+
+ReportInputs sweep_inputs() {
+  ReportInputs in;
+  in.arms = {{"baseline", {{"type", "baseline"}}, 40.0},
+             {"ears-0.3", {{"type", "ears"}, {"beta", 0.3}}, 30.0},
+             {"ears-0.6", {{"type", "ears"}, {"beta", 0.6}}, 25.0}};
+  in.baseline = "baseline";
+  in.config = {{"name", "toy"}, {"gamma", 3}};
+  in.environment = {{"device", "cpu"}, {"dtype", "float32"}, {"threads", 2}, {"libtorch", "1.13.1"}};
+  in.dataset = {{"name", "synth"}, {"n", 30}};
+  in.bootstrap_resamples = 500;
+  return in;
+}
+
+TEST(Report, BuildAndJsonRoundTrip) {
+  const Report r = build_report(sweep_results(), sweep_inputs());
+  ASSERT_EQ(r.arms.size(), 3u);
+  ASSERT_EQ(r.comparisons.size(), 2u);
+  EXPECT_FALSE(r.partial);
+  EXPECT_EQ(r.comparisons[0].arm, "ears-0.3");
+  EXPECT_DOUBLE_EQ(r.arms[0].metrics.output_tokens_per_s, (30 * 11.0) / 40.0);  // 10 emitted + 1 each
+  EXPECT_NEAR(r.comparisons[0].throughput_gain_pct, 100 * ((30 * 11.0 / 30.0) / (30 * 11.0 / 40.0) - 1), 1e-9);
+
+  const json j = report_to_json(r);
+  EXPECT_EQ(j["schema_version"], 1);
+  for (const char* key : {"output_tokens_per_s", "total_tokens_per_s", "latency_mean_s", "latency_p50_s",
+                          "latency_p90_s", "latency_p99_s", "ttft_mean_s", "mean_accept_length", "acceptance_rate",
+                          "acceptance_per_position", "pardon_share", "distortion_tv_mean", "mean_uncertainty",
+                          "accuracy", "accuracy_ci95", "n_requests", "n_errors", "output_tokens", "prompt_tokens",
+                          "uncertainty_buckets", "categories"})
+    EXPECT_TRUE(j["arms"][0]["metrics"].contains(key)) << key;
+  for (const char* key : {"arm", "baseline", "throughput_gain_pct", "throughput_gain_ci95", "latency_change_pct",
+                          "accuracy_delta_pp", "accuracy_delta_ci95", "mcnemar_p", "accept_length_ratio"})
+    EXPECT_TRUE(j["comparisons"][0].contains(key)) << key;
+  EXPECT_EQ(j["arms"][1]["verifier"]["beta"], 0.3);
+
+  const Report back = report_from_json(j);
+  EXPECT_EQ(report_to_json(back), j);
+  const Report via_text = report_from_json(json::parse(j.dump()));
+  EXPECT_EQ(report_to_json(via_text), j);
+
+  json newer = j;
+  newer["schema_version"] = 2;
+  EXPECT_THROW(report_from_json(newer), Error);
+}
+
+TEST(Report, RejectsUnknownArmAndBaseline) {
+  auto rs = sweep_results();
+  ReportInputs in = sweep_inputs();
+  in.baseline = "nope";
+  EXPECT_THROW(build_report(rs, in), Error);
+  in = sweep_inputs();
+  in.arms.pop_back();  // results of ears-0.6 now name an undeclared arm
+  EXPECT_THROW(build_report(rs, in), Error);
+}
+
+TEST(Report, UnevenArmsArePartial) {
+  auto rs = sweep_results();
+  rs.pop_back();
+  const Report r = build_report(rs, sweep_inputs());
+  EXPECT_TRUE(r.partial);
+  EXPECT_EQ(r.comparisons[1].n_pairs, 29);
+}
+
+TEST(Report, MarkdownHasPaperTableAndGainRows) {
+  const Report r = build_report(sweep_results(), sweep_inputs());
+  const std::string md = render_markdown(r);
+  EXPECT_NE(md.find("| Method | Output tok/s | Total tok/s | Avg latency (s) | τ | Accuracy |"), std::string::npos);
+  EXPECT_NE(md.find("| Relative gain: ears-0.3 vs baseline | +"), std::string::npos) << md;
+  EXPECT_NE(md.find("| Relative gain: ears-0.6 vs baseline |"), std::string::npos);
+  EXPECT_NE(md.find("McNemar p="), std::string::npos);
+  EXPECT_NE(md.find("## Acceptance per draft position"), std::string::npos);
+  EXPECT_NE(md.find("## Per category"), std::string::npos);
+  EXPECT_NE(md.find("## β sweep"), std::string::npos);
+  EXPECT_NE(md.find("| libtorch | 1.13.1 |"), std::string::npos);
+  EXPECT_NE(md.find("(sweep.svg)"), std::string::npos);
+  EXPECT_EQ(md.find("Partial results"), std::string::npos);
+  // throughput of the baseline row: 330 tokens / 40 s
+  EXPECT_NE(md.find("| baseline | 8.2 |"), std::string::npos) << md;
+}
+
+TEST(Svg, ChartsAreWellFormed) {
+  EXPECT_EQ(xml_problem("<svg><g></svg>"), "mismatched </svg>");
+  EXPECT_NE(xml_problem("<svg>a & b</svg>"), "");
+  EXPECT_NE(xml_problem("<svg></svg><svg/>"), "");
+  EXPECT_EQ(xml_problem("<?xml version=\"1.0\"?>\n<svg a=\"x&amp;y\"><rect/><text>a &lt; b</text></svg>\n"), "");
+
+  const Report r = build_report(sweep_results(), sweep_inputs());
+  std::vector<std::pair<std::string, std::vector<int64_t>>> hists;
+  for (const auto& a : r.arms) hists.emplace_back(a.name + " <&>", a.metrics.accept_length_hist);
+  const std::string hist = svg_accept_length_histogram(hists);
+  EXPECT_EQ(xml_problem(hist), "") << hist;
+  EXPECT_NE(hist.find("<svg"), std::string::npos);
+  EXPECT_NE(hist.find("share of steps"), std::string::npos);
+  EXPECT_NE(hist.find("<rect"), std::string::npos);
+
+  const auto sweeps = sweep_series(r);
+  ASSERT_EQ(sweeps.size(), 1u);
+  EXPECT_EQ(sweeps[0].name, "ears");
+  ASSERT_EQ(sweeps[0].points.size(), 2u);
+  EXPECT_DOUBLE_EQ(sweeps[0].points[0].beta, 0.3);
+  const std::string sweep = svg_sweep_chart(sweeps, r.baseline);
+  EXPECT_EQ(xml_problem(sweep), "") << sweep;
+  EXPECT_NE(sweep.find("<polyline"), std::string::npos);
+  EXPECT_NE(sweep.find("β=0.6"), std::string::npos);
+
+  EXPECT_EQ(xml_problem(svg_accept_length_histogram({})), "");
+  EXPECT_EQ(xml_problem(svg_sweep_chart({}, "b")), "");
+}
+
+TEST(Report, WriteFilesAtomically) {
+  const fs::path dir = temp_dir("write") / "out";
+  const Report r = build_report(sweep_results(), sweep_inputs());
+  write_report_files(r, dir);
+  for (const char* f : {"report.json", "report.md", "accept_length.svg", "sweep.svg"})
+    EXPECT_TRUE(fs::exists(dir / f)) << f;
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos);
+  const Report back = report_from_json(json::parse(test::read_file(dir / "report.json")));
+  EXPECT_EQ(report_to_json(back), report_to_json(r));
+  fs::remove_all(dir.parent_path());
+}
+
+// ---------------------------------------------------------------------------------------------
+// results.jsonl and run dirs
+
+TEST(RunDir, TruncatedLastLineIsToleratedOnlyWhenAsked) {
+  const fs::path dir = temp_dir("trunc");
+  const auto rs = sweep_results();
+  std::string text;
+  for (int i = 0; i < 3; ++i) text += result_to_jsonl_line(rs[static_cast<size_t>(i)]);
+  const std::string last = result_to_jsonl_line(rs[3]);
+  text += last.substr(0, last.size() / 2);  // killed mid-write
+  std::ofstream(dir / "results.jsonl") << text;
+
+  bool truncated = false;
+  const auto got = read_results_jsonl(dir / "results.jsonl", true, &truncated);
+  EXPECT_EQ(got.size(), 3u);
+  EXPECT_TRUE(truncated);
+  try {
+    read_results_jsonl(dir / "results.jsonl", false);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("results.jsonl:4"), std::string::npos) << e.what();
+  }
+  // A broken line in the middle is an error even when tolerating.
+  std::ofstream(dir / "mid.jsonl") << result_to_jsonl_line(rs[0]) << "{\"arm\": \n" << result_to_jsonl_line(rs[1]);
+  EXPECT_THROW(read_results_jsonl(dir / "mid.jsonl", true), Error);
+  // An inconsistent line names its line number.
+  RequestResult bad = rs[0];
+  bad.accepted += 1;
+  std::ofstream(dir / "bad.jsonl") << result_to_jsonl_line(rs[1]) << "\n" << result_to_jsonl_line(bad);
+  try {
+    read_results_jsonl(dir / "bad.jsonl", true);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.jsonl:3"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(read_results_jsonl(dir / "absent.jsonl", true), Error);
+  fs::remove_all(dir);
+}
+
+void write_shard(const fs::path& dir, const std::vector<RequestResult>& rs, const ReportInputs& in, bool complete,
+                 double wall_scale) {
+  fs::create_directories(dir);
+  RunMeta meta;
+  meta.run_id = dir.filename().string();
+  meta.arms = in.arms;
+  for (auto& a : meta.arms) a.wall_s *= wall_scale;
+  meta.baseline = in.baseline;
+  meta.config = in.config;
+  meta.environment = in.environment;
+  meta.dataset = in.dataset;
+  meta.complete = complete;
+  meta.expected_results = static_cast<int64_t>(rs.size());
+  write_run_meta(meta, dir);
+  std::string text;
+  for (const auto& r : rs) text += result_to_jsonl_line(r);
+  std::ofstream(dir / kResultsFile) << text;
+}
+
+TEST(RunDir, ShardsMergeDedupeAndRender) {
+  const fs::path root = temp_dir("shards");
+  const auto rs = sweep_results();
+  const ReportInputs in = sweep_inputs();
+  const size_t half = rs.size() / 2;
+  std::vector<RequestResult> a(rs.begin(), rs.begin() + static_cast<long>(half) + 3);  // 3 overlap
+  std::vector<RequestResult> b(rs.begin() + static_cast<long>(half), rs.end());
+  for (auto& r : b) r.latency_s += 0.001;  // a re-run: timings differ, outcomes equal
+  write_shard(root / "s1", a, in, true, 0.5);
+  write_shard(root / "s2", b, in, true, 0.5);
+
+  const Report merged = report_from_run_dirs({root / "s1", root / "s2"}, kDefaultBootstrapSeed, 500);
+  EXPECT_FALSE(merged.partial);
+  EXPECT_EQ(merged.arms[0].metrics.n_requests, 30);
+  EXPECT_DOUBLE_EQ(merged.arms[0].metrics.wall_s, 40.0);  // 20 + 20
+  EXPECT_EQ(merged.sources.size(), 2u);
+  const Report direct = build_report(rs, in);
+  EXPECT_EQ(merged.arms[1].metrics.output_tokens, direct.arms[1].metrics.output_tokens);
+  EXPECT_DOUBLE_EQ(merged.arms[1].metrics.mean_accept_length, direct.arms[1].metrics.mean_accept_length);
+
+  // merge writes a run dir that reports the same
+  merge_run_dirs({root / "s1", root / "s2"}, root / "merged");
+  const Report again = report_from_run_dirs({root / "merged"}, kDefaultBootstrapSeed, 500);
+  EXPECT_EQ(again.arms[2].metrics.n_requests, 30);
+  EXPECT_DOUBLE_EQ(again.arms[2].metrics.wall_s, 25.0);
+
+  // A conflicting duplicate (different output) is an error.
+  std::vector<RequestResult> c = {rs[0]};
+  c[0].text = "something else";
+  write_shard(root / "s3", c, in, true, 1.0);
+  EXPECT_THROW(report_from_run_dirs({root / "s1", root / "s3"}), Error);
+
+  // An incomplete shard with a truncated last line gives a partial report with a warning.
+  write_shard(root / "s4", a, in, false, 1.0);
+  std::ofstream(root / "s4" / kResultsFile, std::ios::app) << "{\"arm\": \"base";
+  const Report partial = report_from_run_dirs({root / "s4"}, kDefaultBootstrapSeed, 100);
+  EXPECT_TRUE(partial.partial);
+  EXPECT_FALSE(partial.warnings.empty());
+  EXPECT_NE(render_markdown(partial).find("Partial results"), std::string::npos);
+
+  EXPECT_THROW(report_from_run_dirs({root / "does-not-exist"}), Error);
+  fs::remove_all(root);
+}
+
+// ---------------------------------------------------------------------------------------------
+// gates
+
+TEST(Gate, PassFailAndUnknowns) {
+  const Report r = build_report(sweep_results(), sweep_inputs());
+  const std::vector<GateCheck> checks = {
+      parse_gate_check("ears-0.6 throughput_gain_pct >= 5"),
+      {"ears-0.6", "accuracy", ">=", 0.99},
+      {"baseline", "n_errors", "==", 0},
+      {"ears-0.3", "acceptance_per_position[0]", ">", 0.5},
+      {"ears-0.3", "accuracy_delta_ci95[1]", "<", 100},
+      {"baseline", "distortion_tv_mean", "<=", 1},  // undefined (null) → fails
+  };
+  const GateResult g = evaluate_gates(r, checks);
+  ASSERT_EQ(g.outcomes.size(), checks.size());
+  EXPECT_TRUE(g.outcomes[0].pass);
+  EXPECT_EQ(g.outcomes[0].source, "comparison");
+  EXPECT_NEAR(g.outcomes[0].actual, r.find_comparison("ears-0.6")->throughput_gain_pct, 1e-12);
+  EXPECT_FALSE(g.outcomes[1].pass);
+  EXPECT_EQ(g.outcomes[1].source, "arm");
+  EXPECT_TRUE(g.outcomes[2].pass);
+  EXPECT_TRUE(g.outcomes[3].pass);
+  EXPECT_TRUE(g.outcomes[4].pass);
+  EXPECT_FALSE(g.outcomes[5].pass);
+  EXPECT_FALSE(g.all_passed);
+  EXPECT_TRUE(evaluate_gates(r, {checks[0], checks[2]}).all_passed);
+
+  const std::string table = gate_table(g);
+  EXPECT_NE(table.find("PASS    ears-0.6 throughput_gain_pct >= 5"), std::string::npos) << table;
+  EXPECT_NE(table.find("FAIL"), std::string::npos);
+  const json gj = gate_to_json(g);
+  EXPECT_EQ(gj["all_passed"], false);
+  EXPECT_EQ(gj["checks"].size(), checks.size());
+  EXPECT_TRUE(gj["checks"][5]["actual"].is_null());
+
+  for (const GateCheck& bad : std::vector<GateCheck>{{"ears-0.6", "no_such_metric", ">=", 1},
+                                                     {"nobody", "accuracy", ">=", 1},
+                                                     {"ears-0.6", "accuracy", "=>", 1},
+                                                     {"baseline", "throughput_gain_pct", ">=", 1},
+                                                     {"ears-0.6", "acceptance_per_position", ">=", 1},
+                                                     {"ears-0.6", "acceptance_per_position[9]", ">=", 1}}) {
+    try {
+      evaluate_gates(r, {bad});
+      ADD_FAILURE() << "expected an error for " << gate_rule_text(bad);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code, 2);
+    }
+  }
+  EXPECT_THROW(parse_gate_check("ears-0.6 accuracy >="), Error);
+  EXPECT_THROW(parse_gate_check("ears-0.6 accuracy >= 1x"), Error);
+  EXPECT_THROW(parse_gate_check("ears-0.6 accuracy ~ 1"), Error);
+}
+
+}  // namespace
+}  // namespace ears

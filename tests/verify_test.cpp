@@ -1,2 +1,743 @@
+// Tests for decoders/sampling and decoders/verify. The statistical tests use fixed seeds, run
+// verify on large batches (rows are independent trials) and compare empirical distributions to
+// the exact ones with a chi-square goodness-of-fit test (p > 1e-3) or binomial z-tests (5σ).
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <thread>
+#include <vector>
+
+#include "decoders/sampling.h"
+#include "decoders/verify.h"
+#include "harness/error.h"
 #include "tests/test_util.h"
-TEST(Placeholder, Empty) { SUCCEED(); }
+
+namespace {
+
+using ears::VerifierSpec;
+
+// ---------------------------------------------------------------- statistics helpers
+
+// Regularised upper incomplete gamma Q(a, x): series for x < a + 1, continued fraction otherwise.
+double gamma_q(double a, double x) {
+  if (x <= 0) return 1.0;
+  const double log_front = -x + a * std::log(x) - std::lgamma(a);
+  if (x < a + 1) {
+    double term = 1.0 / a, sum = term;
+    for (int n = 1; n < 10000 && std::fabs(term) > 1e-16 * std::fabs(sum); ++n) {
+      term *= x / (a + n);
+      sum += term;
+    }
+    return 1.0 - sum * std::exp(log_front);
+  }
+  // Modified Lentz for the continued fraction of Q.
+  const double tiny = 1e-300;
+  double b = x + 1 - a, c = 1 / tiny, d = 1 / b, h = d;
+  for (int i = 1; i < 10000; ++i) {
+    const double an = -i * (i - a);
+    b += 2;
+    d = an * d + b;
+    if (std::fabs(d) < tiny) d = tiny;
+    c = b + an / c;
+    if (std::fabs(c) < tiny) c = tiny;
+    d = 1 / d;
+    const double delta = d * c;
+    h *= delta;
+    if (std::fabs(delta - 1) < 1e-15) break;
+  }
+  return std::exp(log_front) * h;
+}
+
+double chi2_sf(double x, double dof) { return gamma_q(dof / 2, x / 2); }
+
+// p-value of observed counts against probabilities. Bins with expected count < 5 are pooled;
+// an observation in a zero-probability bin gives 0.
+double chi2_pvalue(const std::vector<int64_t>& counts, const std::vector<double>& probs) {
+  double n = 0, psum = 0;
+  for (size_t i = 0; i < counts.size(); ++i) n += counts[i], psum += probs[i];
+  std::vector<std::pair<double, double>> bins;  // (observed, expected)
+  double pool_o = 0, pool_e = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    const double e = n * probs[i] / psum;
+    if (e <= 0 && counts[i] > 0) return 0.0;
+    if (e < 5) pool_o += counts[i], pool_e += e;
+    else bins.emplace_back(counts[i], e);
+  }
+  if (pool_e >= 5 || bins.empty()) bins.emplace_back(pool_o, pool_e);
+  else if (pool_e > 0 || pool_o > 0) bins.back().first += pool_o, bins.back().second += pool_e;
+  if (bins.size() < 2) return 1.0;
+  double stat = 0;
+  for (auto [o, e] : bins) stat += (o - e) * (o - e) / e;
+  return chi2_sf(stat, static_cast<double>(bins.size() - 1));
+}
+
+std::vector<double> to_vec(const at::Tensor& t) {
+  at::Tensor c = t.to(at::kDouble).contiguous();
+  return {c.data_ptr<double>(), c.data_ptr<double>() + c.numel()};
+}
+std::vector<int64_t> to_lvec(const at::Tensor& t) {
+  at::Tensor c = t.to(at::kLong).contiguous();
+  return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
+}
+
+at::Generator gen(uint64_t seed) { return at::detail::createCPUGenerator(seed); }
+
+// [rows, V] random distributions with some exact zeros (about `zero_frac`, never the whole row).
+at::Tensor random_dist(at::Generator& g, int64_t rows, int64_t V, double scale, double zero_frac) {
+  at::Tensor logits = at::randn({rows, V}, g) * scale;
+  at::Tensor drop = at::rand({rows, V}, g) < zero_frac;
+  drop.select(1, 0).fill_(false);
+  at::Tensor perm = at::rand({rows, V}, g).argsort(1, false);  // move the kept column around
+  drop = drop.gather(1, perm.argsort(1, false));
+  return at::softmax(logits.masked_fill(drop, -INFINITY), -1);
+}
+
+// Inverse-CDF draws from one distribution q [V] (float64 CDF, so zero-prob ids never appear).
+at::Tensor draw(const at::Tensor& q, const at::Tensor& u) {
+  at::Tensor cdf = q.to(at::kDouble).cumsum(0);
+  at::Tensor t = u.to(at::kDouble) * cdf[-1];
+  return at::searchsorted(cdf, t, false, true).clamp_max(q.size(0) - 1);
+}
+
+// ---------------------------------------------------------------- chi-square helper itself
+
+TEST(Stats, Chi2SurvivalMatchesKnownValues) {
+  EXPECT_NEAR(chi2_sf(3.841458820694124, 1), 0.05, 1e-9);
+  EXPECT_NEAR(chi2_sf(18.307038053275146, 10), 0.05, 1e-9);
+  EXPECT_NEAR(chi2_sf(2.0, 2), std::exp(-1.0), 1e-12);
+  EXPECT_NEAR(chi2_sf(10.827566170662733, 1), 1e-3, 1e-9);
+  EXPECT_NEAR(chi2_sf(124.34211340400407, 100), 0.05, 1e-8);
+  EXPECT_NEAR(chi2_sf(15.08627246938899, 5), 0.01, 1e-9);
+  EXPECT_NEAR(chi2_sf(0.0, 7), 1.0, 1e-15);
+  EXPECT_NEAR(chi2_sf(1.1454762260617692, 5), 0.95, 1e-9);  // lower tail, series branch
+  EXPECT_LT(chi2_sf(500, 10), 1e-90);
+}
+
+TEST(Stats, Chi2PvalueDetectsMismatch) {
+  std::vector<int64_t> fair{2500, 2480, 2520, 2500};
+  std::vector<double> p{0.25, 0.25, 0.25, 0.25};
+  EXPECT_GT(chi2_pvalue(fair, p), 0.5);
+  std::vector<int64_t> biased{2800, 2400, 2300, 2500};
+  EXPECT_LT(chi2_pvalue(biased, p), 1e-5);
+  EXPECT_GT(chi2_pvalue({10, 0, 5}, {0.5, 0.0, 0.5}), 0.0);
+  EXPECT_EQ(chi2_pvalue({10, 1, 5}, {0.5, 0.0, 0.5}), 0.0);
+}
+
+// ---------------------------------------------------------------- process_logits
+
+at::Tensor row(std::vector<float> v) { return at::tensor(at::ArrayRef<float>(v)); }
+
+void expect_close(const at::Tensor& got, std::vector<double> want, double tol = 1e-6) {
+  auto g = to_vec(got);
+  ASSERT_EQ(g.size(), want.size());
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], want[i], tol) << "index " << i;
+}
+
+TEST(ProcessLogits, TemperatureMatchesHandComputed) {
+  const double l2 = std::log(2.0);
+  auto r = ears::process_logits(row({0.0f, float(l2)}), {0.5, 0, 1});
+  expect_close(r.probs, {0.2, 0.8});
+  expect_close(r.max_prob, {0.8});
+  r = ears::process_logits(row({0.0f, float(l2)}), {2.0, 0, 1});
+  const double s2 = std::sqrt(2.0);
+  expect_close(r.probs, {1 / (1 + s2), s2 / (1 + s2)});
+}
+
+TEST(ProcessLogits, TopKKeepsTheKLargestAndTies) {
+  auto r = ears::process_logits(row({1, 2, 3, 4}), {1.0, 2, 1});
+  const double e = std::exp(1.0);
+  expect_close(r.probs, {0, 0, 1 / (1 + e), e / (1 + e)});
+  expect_close(r.max_prob, {e / (1 + e)});
+  // HF semantics: everything tied with the k-th largest logit survives.
+  r = ears::process_logits(row({1, 1, 0, 1}), {1.0, 2, 1});
+  expect_close(r.probs, {1 / 3.0, 1 / 3.0, 0, 1 / 3.0});
+  // k >= V is a no-op.
+  r = ears::process_logits(row({1, 2}), {1.0, 5, 1});
+  expect_close(r.probs, {1 / (1 + e), e / (1 + e)});
+}
+
+TEST(ProcessLogits, TopPKeepsSmallestSetReachingP) {
+  at::Tensor l = row({float(std::log(0.5)), float(std::log(0.2)), float(std::log(0.3))});
+  auto r = ears::process_logits(l, {1.0, 0, 0.7});  // 0.5 < 0.7, 0.5+0.3 >= 0.7 -> {0, 2}
+  expect_close(r.probs, {0.625, 0, 0.375});
+  expect_close(r.max_prob, {0.625});
+  r = ears::process_logits(l, {1.0, 0, 0.45});  // the top token alone reaches 0.45
+  expect_close(r.probs, {1, 0, 0});
+  r = ears::process_logits(l, {1.0, 0, 0.85});  // needs all three
+  expect_close(r.probs, {0.5, 0.2, 0.3});
+  r = ears::process_logits(l, {1.0, 0, 1e-6});  // always keeps the top token
+  expect_close(r.probs, {1, 0, 0});
+  // Exact boundaries (probabilities 0.5, 0.25, 0.25 are exact in float): a set whose mass equals
+  // top_p is enough, nothing more is added.
+  at::Tensor exact = row({float(std::log(2.0)), 0.f, 0.f});
+  expect_close(ears::process_logits(exact, {1.0, 0, 0.5}).probs, {1, 0, 0});
+  expect_close(ears::process_logits(exact, {1.0, 0, 0.75}).probs, {2 / 3.0, 1 / 3.0, 0});
+}
+
+TEST(ProcessLogits, TopKThenTopPOnRenormalised) {
+  // probs 0.4, 0.3, 0.2, 0.1; top-k 3 -> 4/9, 3/9, 2/9; top-p 0.7: 4/9 < 0.7, 7/9 >= 0.7 -> {0,1}
+  at::Tensor l = at::log(row({0.4f, 0.3f, 0.2f, 0.1f}));
+  auto r = ears::process_logits(l, {1.0, 3, 0.7});
+  expect_close(r.probs, {4 / 7.0, 3 / 7.0, 0, 0});
+  // Without top-k the same top-p keeps 0.4 + 0.3 = 0.7 -> also {0, 1} (0.4 < 0.7 <= 0.7)? The
+  // boundary is fragile in float; use 0.75 -> {0, 1, 2}.
+  r = ears::process_logits(l, {1.0, 0, 0.75});
+  expect_close(r.probs, {4 / 9.0, 3 / 9.0, 2 / 9.0, 0});
+}
+
+TEST(ProcessLogits, GreedyIsOneHot) {
+  at::Tensor l = at::tensor({0.1f, 3.0f, -2.0f, 2.9f, 1.0f, 5.0f}).view({2, 3});
+  auto r = ears::process_logits(l, {0.0, 0, 1});
+  EXPECT_TRUE(at::equal(r.probs, at::tensor({0.f, 1.f, 0.f, 0.f, 0.f, 1.f}).view({2, 3})));
+  EXPECT_TRUE(at::equal(r.max_prob, at::ones({2})));
+}
+
+TEST(ProcessLogits, MaxProbEqualsMaxOfProbsForRandomInputs) {
+  auto g = gen(11);
+  at::Tensor l = at::randn({3, 7, 300}, g) * 3;
+  const std::vector<ears::SamplingParams> params{{1.0, 0, 1},   {0.7, 0, 1},    {1.3, 20, 1},
+                                                 {0.8, 0, 0.9}, {1.0, 50, 0.5}, {0.0, 0, 1}};
+  for (const auto& sp : params) {
+    for (auto dtype : {at::kFloat, at::kHalf, at::kDouble}) {
+      auto r = ears::process_logits(l.to(dtype), sp);
+      ASSERT_EQ(r.probs.scalar_type(), at::kFloat);
+      ASSERT_EQ(r.probs.sizes(), l.sizes());
+      ASSERT_EQ(r.max_prob.sizes(), at::IntArrayRef({3, 7}));
+      EXPECT_LT((r.max_prob - std::get<0>(r.probs.max(-1))).abs().max().item<double>(), 1e-6);
+      EXPECT_LT((r.probs.sum(-1) - 1).abs().max().item<double>(), 1e-5);
+      if (sp.top_k > 0 && dtype != at::kHalf) {  // half rounding creates ties, which are kept
+        EXPECT_LE((r.probs > 0).sum(-1).max().item<int64_t>(), sp.top_k);
+      }
+    }
+  }
+}
+
+TEST(ProcessLogits, RejectsInvalidParams) {
+  at::Tensor l = row({1, 2});
+  EXPECT_THROW(ears::process_logits(l, {-1.0, 0, 1}), ears::Error);
+  EXPECT_THROW(ears::process_logits(l, {1.0, -3, 1}), ears::Error);
+  EXPECT_THROW(ears::process_logits(l, {1.0, 0, 0.0}), ears::Error);
+  EXPECT_THROW(ears::process_logits(l, {1.0, 0, 1.5}), ears::Error);
+}
+
+// ---------------------------------------------------------------- sample_from_probs
+
+TEST(SampleFromProbs, MatchesDistributionChiSquare) {
+  auto g = gen(21);
+  const int64_t V = 50, N = 200000;
+  at::Tensor p = random_dist(g, 1, V, 1.5, 0.2);
+  at::Tensor ids = ears::sample_from_probs(p.expand({N, V}), at::rand({N}, g));
+  ASSERT_EQ(ids.scalar_type(), at::kLong);
+  auto counts = to_lvec(at::bincount(ids, {}, V));
+  auto probs = to_vec(p[0]);
+  EXPECT_GT(chi2_pvalue(counts, probs), 1e-3);
+  // Power: the same draws are clearly not from a distribution with 3% of the mass moved.
+  auto shifted = probs;
+  int64_t hi = p[0].argmax().item<int64_t>(), lo = (p[0] > 0).nonzero()[-1][0].item<int64_t>();
+  if (lo == hi) lo = (p[0] > 0).nonzero()[0][0].item<int64_t>();
+  shifted[hi] -= 0.03, shifted[lo] += 0.03;
+  EXPECT_LT(chi2_pvalue(counts, shifted), 1e-3);
+}
+
+TEST(SampleFromProbs, NeverReturnsZeroProbabilityIds) {
+  const float third = 1.0f / 3.0f;
+  const float top_u = 1.0f - std::ldexp(1.0f, -24);  // largest float32 below 1
+  at::Tensor p = at::tensor({third, third, third, 0.f, 0.f,      // sums to < 1 in float, zeros at end
+                             0.f, 0.f, 1.f, 0.f, 0.f,            // zeros on both sides
+                             0.f, 1e-30f, 0.f, 0.f, 0.f,         // a single tiny mass
+                             0.f, 0.f, 0.f, 0.f, 0.f,            // all zero -> argmax (0)
+                             0.5f, 0.f, 0.f, 0.f, 0.5f})         // gap in the middle
+                     .view({5, 5});
+  for (float u : {0.0f, 1e-8f, 0.3333333f, 0.5f, 0.6666667f, 0.9999f, top_u, 1.0f, 1.5f}) {
+    at::Tensor ids = ears::sample_from_probs(p, at::full({5}, u));
+    auto v = to_lvec(ids);
+    for (int r = 0; r < 4; ++r)
+      if (r != 3) {
+        EXPECT_GT(p[r][v[r]].item<float>(), 0.f) << "row " << r << " u " << u;
+      }
+    EXPECT_GT(p[4][v[4]].item<float>(), 0.f) << "u " << u;
+    EXPECT_EQ(v[3], 0);
+    EXPECT_EQ(v[1], 2);  // the only nonzero id of row 1
+  }
+  // u = 0 picks the first id with mass (exact inverse CDF), not a leading zero.
+  EXPECT_EQ(to_lvec(ears::sample_from_probs(at::tensor({0.f, 0.3f, 0.7f}).view({1, 3}), at::zeros({1})))[0], 1);
+  // u = 0 must not pick a leading zero; u just below 1 must not pick a trailing zero.
+  EXPECT_EQ(to_lvec(ears::sample_from_probs(p, at::zeros({5})))[1], 2);
+  EXPECT_EQ(to_lvec(ears::sample_from_probs(p, at::full({5}, top_u)))[0], 2);
+  // Random rows with many zeros and random uniforms.
+  auto g = gen(22);
+  at::Tensor q = random_dist(g, 20000, 30, 4.0, 0.7);
+  at::Tensor ids = ears::sample_from_probs(q, at::rand({20000}, g));
+  EXPECT_TRUE((q.gather(1, ids.unsqueeze(1)) > 0).all().item<bool>());
+}
+
+// ---------------------------------------------------------------- RequestRng
+
+TEST(RequestRng, SeedingIsDeterministicAndDistinct) {
+  EXPECT_EQ(ears::splitmix64(0), 0xe220a8397b1dcdafULL);  // first output of splitmix64(seed 0)
+  ears::RequestRng a(7, 42), b(7, 42), c(7, 43), d(8, 42);
+  at::Tensor ua = a.uniforms(64);
+  EXPECT_TRUE(at::equal(ua, b.uniforms(64)));
+  EXPECT_FALSE(at::equal(ua, c.uniforms(64)));
+  EXPECT_FALSE(at::equal(ua, d.uniforms(64)));
+  EXPECT_FALSE(at::equal(ua, a.uniforms(64)));  // the stream advances
+  EXPECT_EQ(ua.scalar_type(), at::kFloat);
+  EXPECT_GE(ua.min().item<float>(), 0.f);
+  EXPECT_LT(ua.max().item<float>(), 1.f);
+  ears::RequestRng s(7, std::string_view("gsm8k-12")), t(7, ears::fnv1a64("gsm8k-12"));
+  EXPECT_EQ(s.seed(), t.seed());
+  EXPECT_EQ(ears::fnv1a64(""), 0xcbf29ce484222325ULL);
+  EXPECT_EQ(ears::fnv1a64("a"), 0xaf63dc4c8601ec8cULL);
+}
+
+TEST(RequestRng, BatchRowsIndependentOfBatchCompositionAndThreads) {
+  const int threads = at::get_num_threads();
+  std::vector<at::Tensor> alone;
+  for (uint64_t id : {1, 2, 3}) {
+    ears::RequestRng r(99, id);
+    r.uniforms(5);  // one step already taken
+    alone.push_back(r.uniforms(8));
+  }
+  for (int nthreads : {1, 2}) {
+    at::set_num_threads(nthreads);
+    ears::RequestRng r1(99, 1), r2(99, 2), r3(99, 3);
+    for (auto* r : {&r1, &r2, &r3}) r->uniforms(5);
+    std::vector<ears::RequestRng*> order{&r3, &r1, &r2};
+    at::Tensor u = ears::batch_uniforms(order, 8, at::kCPU);
+    ASSERT_EQ(u.sizes(), at::IntArrayRef({3, 8}));
+    EXPECT_TRUE(at::equal(u[0], alone[2]));
+    EXPECT_TRUE(at::equal(u[1], alone[0]));
+    EXPECT_TRUE(at::equal(u[2], alone[1]));
+  }
+  at::set_num_threads(threads);
+}
+
+// ---------------------------------------------------------------- verify: exactness
+
+struct Case {
+  at::Tensor p;  // [G+1, V]
+  at::Tensor q;  // [G, V]
+  at::Tensor m;  // [G+1] max p
+};
+
+// A draft q close to the target (logits + noise), sharing its zeros, plus one extra zero in p at
+// a token q can propose (so rejections of p = 0 drafts are exercised): acceptance stays high
+// enough that every position is reached often.
+Case make_case(at::Generator& g, int64_t V, int64_t G, double p_scale, double noise) {
+  at::Tensor logits = at::randn({G + 1, V}, g) * p_scale;
+  at::Tensor drop = at::rand({G + 1, V}, g) < 0.15;
+  drop.scatter_(1, logits.argmax(1, true), false);
+  at::Tensor q_logits = (logits + at::randn({G + 1, V}, g) * noise).masked_fill(drop, -INFINITY);
+  at::Tensor q_top = q_logits.argmax(1, true);
+  at::Tensor extra = at::randint(V, {G + 1, 1}, g);
+  extra = at::where(extra == q_top, (extra + 1) % V, extra);
+  at::Tensor p_drop = drop.scatter(1, extra, true);
+  p_drop.scatter_(1, logits.argmax(1, true), false);
+  at::Tensor p = at::softmax(logits.masked_fill(p_drop, -INFINITY), -1);
+  at::Tensor q = at::softmax(q_logits, -1).narrow(0, 0, G).contiguous();
+  return {p, q, std::get<0>(p.max(-1))};
+}
+
+enum class Drafting { Sampled, OneHot, Implicit };
+
+struct Counts {
+  std::vector<std::vector<int64_t>> emitted;  // per position: histogram of the emitted token
+  std::vector<std::vector<int64_t>> drafted, accepted0, pardoned0;  // position 0 per draft id
+};
+
+// Runs `rows` independent verifications of the fixed case in chunks and tallies the output.
+Counts run_trials(const VerifierSpec& spec, const Case& c, Drafting mode, int64_t rows, uint64_t seed) {
+  auto g = gen(seed);
+  const int64_t G = c.q.size(0), V = c.p.size(1), chunk = 50000;
+  Counts out;
+  out.emitted.assign(G + 1, std::vector<int64_t>(V, 0));
+  out.drafted.assign(1, std::vector<int64_t>(V, 0));
+  out.accepted0 = out.pardoned0 = out.drafted;
+  // One-hot drafting: the drafter's argmax token at each position (a fixed id per position).
+  at::Tensor q_eff = c.q;
+  at::Tensor fixed = c.q.argmax(-1);
+  if (mode != Drafting::Sampled) q_eff = at::zeros_like(c.q).scatter_(1, fixed.unsqueeze(1), 1.0);
+  for (int64_t done = 0; done < rows; done += chunk) {
+    const int64_t N = std::min(chunk, rows - done);
+    std::vector<at::Tensor> cols;
+    for (int64_t i = 0; i < G; ++i)
+      cols.push_back(mode == Drafting::Sampled ? draw(c.q[i], at::rand({N}, g)) : fixed[i].expand({N}));
+    ears::VerifyInput in;
+    in.draft_tokens = at::stack(cols, 1).contiguous();
+    in.target_probs = c.p.expand({N, G + 1, V});
+    in.target_max = c.m.expand({N, G + 1});
+    if (mode != Drafting::Implicit) in.draft_probs = q_eff.expand({N, G, V});
+    in.uniforms_accept = at::rand({N, G}, g);
+    in.uniforms_sample = at::rand({N}, g);
+    auto o = ears::verify(spec, in);
+    for (int64_t i = 0; i <= G; ++i) {
+      at::Tensor tok = o.emitted.select(1, i).masked_select(o.accepted >= i);
+      auto h = to_lvec(at::bincount(tok, {}, V));
+      for (int64_t v = 0; v < V; ++v) out.emitted[i][v] += h[v];
+    }
+    at::Tensor x0 = in.draft_tokens.select(1, 0);
+    auto add = [&](std::vector<int64_t>& dst, const at::Tensor& ids) {
+      auto h = to_lvec(at::bincount(ids, {}, V));
+      for (int64_t v = 0; v < V; ++v) dst[v] += h[v];
+    };
+    add(out.drafted[0], x0);
+    add(out.accepted0[0], x0.masked_select(o.path.select(1, 0) > 0));
+    add(out.pardoned0[0], x0.masked_select(o.path.select(1, 0) == 2));
+  }
+  return out;
+}
+
+void expect_positions_match(const Counts& k, const std::vector<at::Tensor>& expected, const std::string& what) {
+  for (size_t i = 0; i < expected.size(); ++i) {
+    int64_t n = 0;
+    for (auto v : k.emitted[i]) n += v;
+    if (i <= 2) {
+      ASSERT_GT(n, 2000) << what << " position " << i << " reached too rarely to test";
+    }
+    if (n < 1000) continue;
+    const double pv = chi2_pvalue(k.emitted[i], to_vec(expected[i]));
+    if (std::getenv("EARS_VERIFY_TEST_VERBOSE")) std::printf("%s pos %zu n %ld p %.4g\n", what.c_str(), i, long(n), pv);
+    EXPECT_GT(pv, 1e-3) << what << " position " << i << " (n = " << n << ")";
+  }
+}
+
+TEST(VerifyBaseline, EmittedTokensAreDistributedAsTarget) {
+  VerifierSpec spec;  // baseline
+  uint64_t seed = 100;
+  for (int64_t V : {8, 16, 64}) {
+    for (Drafting mode : {Drafting::Sampled, Drafting::OneHot}) {
+      const int64_t G = V == 16 ? 3 : 5;
+      auto g = gen(seed++);
+      Case c = mode == Drafting::Sampled ? make_case(g, V, G, 1.0, 0.8) : make_case(g, V, G, 2.5, 0.5);
+      Counts k = run_trials(spec, c, mode, 200000, seed++);
+      std::vector<at::Tensor> want;
+      for (int64_t i = 0; i <= G; ++i) want.push_back(c.p[i]);
+      expect_positions_match(k, want, "baseline V=" + std::to_string(V) +
+                                          (mode == Drafting::Sampled ? " sampled" : " one-hot"));
+    }
+  }
+}
+
+TEST(VerifyBaseline, ImplicitOneHotEqualsExplicitOneHot) {
+  auto g = gen(5);
+  const int64_t B = 4000, G = 4, V = 32;
+  at::Tensor p = random_dist(g, B * (G + 1), V, 1.0, 0.2).view({B, G + 1, V});
+  at::Tensor x = at::randint(V, {B, G}, g);
+  ears::VerifyInput in;
+  in.draft_tokens = x;
+  in.target_probs = p;
+  in.target_max = std::get<0>(p.max(-1));
+  in.uniforms_accept = at::rand({B, G}, g);
+  in.uniforms_sample = at::rand({B}, g);
+  for (auto kind : {VerifierSpec::Baseline, VerifierSpec::Ears}) {
+    VerifierSpec spec;
+    spec.kind = kind;
+    auto implicit = ears::verify(spec, in);
+    ears::VerifyInput ex = in;
+    ex.draft_probs = at::zeros({B, G, V}).scatter_(2, x.unsqueeze(2), 1.0);
+    auto explicit_ = ears::verify(spec, ex);
+    EXPECT_TRUE(at::equal(implicit.accepted, explicit_.accepted));
+    EXPECT_TRUE(at::equal(implicit.emitted, explicit_.emitted));
+    EXPECT_TRUE(at::equal(implicit.path, explicit_.path));
+  }
+}
+
+// ---------------------------------------------------------------- verify: EARS
+
+TEST(VerifyEars, BetaZeroIsBaselineBitForBit) {
+  auto g = gen(6);
+  const int64_t B = 20000, G = 5, V = 40;
+  at::Tensor p = random_dist(g, B * (G + 1), V, 1.0, 0.2).view({B, G + 1, V});
+  at::Tensor q = random_dist(g, B * G, V, 2.0, 0.2).view({B, G, V});
+  ears::VerifyInput in;
+  in.draft_tokens = ears::sample_from_probs(q.view({B * G, V}), at::rand({B * G}, g)).view({B, G});
+  in.target_probs = p;
+  in.target_max = std::get<0>(p.max(-1));
+  in.draft_probs = q;
+  in.uniforms_accept = at::rand({B, G}, g);
+  in.uniforms_sample = at::rand({B}, g);
+  auto base = ears::verify(VerifierSpec{}, in);
+  for (auto unc : {VerifierSpec::MaxProb, VerifierSpec::Entropy}) {
+    VerifierSpec ears_spec;
+    ears_spec.kind = VerifierSpec::Ears;
+    ears_spec.beta = 0;
+    ears_spec.uncertainty = unc;
+    auto e = ears::verify(ears_spec, in);
+    EXPECT_TRUE(at::equal(base.accepted, e.accepted));
+    EXPECT_TRUE(at::equal(base.emitted, e.emitted));
+    EXPECT_TRUE(at::equal(base.path, e.path));
+  }
+  // And β > 0 accepts at least as much, strictly more somewhere.
+  VerifierSpec loose;
+  loose.kind = VerifierSpec::Ears;
+  loose.beta = 0.3;
+  auto e = ears::verify(loose, in);
+  EXPECT_TRUE((e.accepted >= base.accepted).all().item<bool>());
+  EXPECT_GT(e.accepted.sum().item<int64_t>(), base.accepted.sum().item<int64_t>());
+  EXPECT_GT((e.path == 2).sum().item<int64_t>(), 0);
+}
+
+// Per-draft-id acceptance rate at position 0 equals min(1, p/q + β·u); pardons equal the gap.
+void expect_acceptance_rates(const Counts& k, const Case& c, double beta, double u0, Drafting mode) {
+  const int64_t V = c.p.size(1);
+  auto p = to_vec(c.p[0]), q = to_vec(c.q[0]);
+  if (mode != Drafting::Sampled) {
+    q.assign(V, 0.0);
+    q[c.q[0].argmax().item<int64_t>()] = 1.0;
+  }
+  int tested = 0;
+  for (int64_t v = 0; v < V; ++v) {
+    const double n = static_cast<double>(k.drafted[0][v]);
+    if (n < 200) continue;
+    ++tested;
+    const double primary = std::min(1.0, p[v] / q[v]);
+    const double a = std::min(1.0, p[v] / q[v] + beta * u0);
+    const double acc = k.accepted0[0][v] / n, par = k.pardoned0[0][v] / n;
+    const double sd_a = std::sqrt(a * (1 - a) / n), gap = a - primary;
+    const double sd_g = std::sqrt(gap * (1 - gap) / n);
+    EXPECT_NEAR(acc, a, 5 * sd_a + 1.0 / n) << "id " << v << " n " << n;
+    EXPECT_NEAR(par, gap, 5 * sd_g + 1.0 / n) << "id " << v << " n " << n;
+  }
+  EXPECT_GT(tested, 0);
+}
+
+TEST(VerifyEars, AcceptanceAndOutputMatchInducedDistribution) {
+  uint64_t seed = 300;
+  for (auto unc : {VerifierSpec::MaxProb, VerifierSpec::Entropy}) {
+    for (Drafting mode : {Drafting::Sampled, Drafting::OneHot}) {
+      VerifierSpec spec;
+      spec.kind = VerifierSpec::Ears;
+      spec.beta = 0.25;
+      spec.uncertainty = unc;
+      const int64_t V = 16, G = 3;
+      auto g = gen(seed++);
+      Case c = make_case(g, V, G, 0.6, 0.8);  // flat-ish target: large uncertainty
+      Counts k = run_trials(spec, c, mode, 200000, seed++);
+      at::Tensor q_eff = mode == Drafting::Sampled
+                             ? c.q
+                             : at::zeros_like(c.q).scatter_(1, c.q.argmax(-1, true), 1.0);
+      std::vector<at::Tensor> want;
+      for (int64_t i = 0; i < G; ++i) want.push_back(ears::induced_distribution(spec, c.p[i], q_eff[i], c.m[i]));
+      want.push_back(c.p[G]);  // the bonus is drawn from p_t itself
+      const std::string what = std::string("ears ") + ears::to_string(unc) +
+                               (mode == Drafting::Sampled ? " sampled" : " one-hot");
+      expect_positions_match(k, want, what);
+      double u0 = 1 - c.m[0].item<double>();
+      if (unc == VerifierSpec::Entropy)
+        u0 = -at::xlogy(c.p[0], c.p[0]).sum().item<double>() / std::log(double(V));
+      expect_acceptance_rates(k, c, spec.beta, u0, mode);
+      // Power: the output at position 0 is measurably not p_t.
+      EXPECT_GT(ears::tv_distance(c.p[0], want[0]).item<double>(), 0.01) << what;
+      EXPECT_LT(chi2_pvalue(k.emitted[0], to_vec(c.p[0])), 1e-3) << what;
+    }
+  }
+}
+
+TEST(VerifyEars, EntropyModeUsesEntropyNotTargetMax) {
+  // p uniform over 4 -> H/log V = 1; 1 - max p = 0.75. q one-hot at 0 -> ratio = 0.25.
+  const int64_t V = 4;
+  ears::VerifyInput in;
+  in.draft_tokens = at::zeros({1, 1}, at::kLong);
+  in.target_probs = at::full({1, 2, V}, 0.25f);
+  in.target_max = at::ones({1, 2});  // deliberately inconsistent: MaxProb would see u = 0
+  in.uniforms_accept = at::full({1, 1}, 0.7f);
+  in.uniforms_sample = at::full({1}, 0.1f);
+  VerifierSpec spec;
+  spec.kind = VerifierSpec::Ears;
+  spec.beta = 0.5;
+  spec.uncertainty = VerifierSpec::Entropy;  // accept: 0.25 >= 0.7 - 0.5·1
+  auto o = ears::verify(spec, in);
+  EXPECT_EQ(o.accepted.item<int64_t>(), 1);
+  EXPECT_EQ(o.path[0][0].item<int8_t>(), 2);
+  spec.uncertainty = VerifierSpec::MaxProb;  // reject: 0.25 < 0.7 - 0.5·0
+  o = ears::verify(spec, in);
+  EXPECT_EQ(o.accepted.item<int64_t>(), 0);
+  EXPECT_EQ(o.path[0][0].item<int8_t>(), 0);
+  // Residual = p with the draft id removed: ids 1..3 renormalised; u = 0.1 -> id 1.
+  EXPECT_EQ(o.emitted[0][0].item<int64_t>(), 1);
+  in.target_max = at::full({1, 2}, 0.25f);  // consistent: u = 0.75, accept iff 0.25 >= 0.7 - 0.375
+  o = ears::verify(spec, in);
+  EXPECT_EQ(o.accepted.item<int64_t>(), 0);
+  in.uniforms_accept.fill_(0.6f);
+  o = ears::verify(spec, in);
+  EXPECT_EQ(o.accepted.item<int64_t>(), 1);
+}
+
+// ---------------------------------------------------------------- induced distribution
+
+TEST(InducedDistribution, BaselineIsTargetAndOthersAreDistributions) {
+  auto g = gen(7);
+  const int64_t N = 500, V = 24;
+  at::Tensor p = random_dist(g, N, V, 0.8, 0.2), q = random_dist(g, N, V, 2.0, 0.3);
+  at::Tensor m = std::get<0>(p.max(-1));
+  VerifierSpec spec;
+  at::Tensor base = ears::induced_distribution(spec, p, q, m);
+  EXPECT_LT((base - p).abs().max().item<double>(), 1e-6);
+  EXPECT_LT(ears::tv_distance(p, base).max().item<double>(), 1e-6);
+  // One-hot q too.
+  at::Tensor oh = at::zeros_like(q).scatter_(1, q.argmax(1, true), 1.0);
+  EXPECT_LT((ears::induced_distribution(spec, p, oh, m) - p).abs().max().item<double>(), 1e-6);
+
+  for (auto kind : {VerifierSpec::Ears, VerifierSpec::Typical, VerifierSpec::Greedy}) {
+    spec.kind = kind;
+    at::Tensor d = ears::induced_distribution(spec, p, q, m);
+    EXPECT_LT((d.sum(-1) - 1).abs().max().item<double>(), 1e-5) << ears::to_string(kind);
+    EXPECT_GE(d.min().item<double>(), 0.0);
+  }
+  spec.kind = VerifierSpec::Ears;
+  at::Tensor tv = ears::tv_distance(p, ears::induced_distribution(spec, p, q, m));
+  EXPECT_GT(tv.mean().item<double>(), 1e-3);
+  spec.beta = 0;
+  EXPECT_LT(ears::tv_distance(p, ears::induced_distribution(spec, p, q, m)).max().item<double>(), 1e-6);
+  // A confident target (max p = 1) has u = 0: EARS is exact there.
+  spec.beta = 0.5;
+  at::Tensor sure = at::zeros({1, V}).index_fill_(1, at::tensor({3L}), 1.0);
+  EXPECT_LT(ears::tv_distance(sure, ears::induced_distribution(spec, sure, q.narrow(0, 0, 1), at::ones({1})))
+                .item<double>(), 1e-6);
+  spec.kind = VerifierSpec::Greedy;
+  EXPECT_TRUE(at::equal(ears::induced_distribution(spec, p, q, m).argmax(-1), p.argmax(-1)));
+  EXPECT_LT((ears::tv_distance(at::tensor({0.5f, 0.5f, 0.f}), at::tensor({0.f, 0.5f, 0.5f})) - 0.5)
+                .abs().item<double>(), 1e-7);
+}
+
+// ---------------------------------------------------------------- typical, greedy
+
+TEST(VerifyTypical, ThresholdAcceptanceAndSampledCorrection) {
+  at::Tensor p = at::tensor({0.7f, 0.2f, 0.05f, 0.05f,   // thr = min(0.09, 0.3·e^-H) = 0.09
+                             0.1f, 0.2f, 0.3f, 0.4f,     // thr = 0.3·e^-H ≈ 0.084
+                             0.0f, 0.0f, 1.0f, 0.0f})
+                     .view({1, 3, 4}).expand({3, 3, 4}).contiguous();
+  auto thr = [](std::vector<double> v) {
+    double h = 0;
+    for (double x : v) h -= x * std::log(x + 1e-5);
+    return std::min(0.09, 0.3 * std::exp(-h));
+  };
+  ASSERT_NEAR(thr({0.7, 0.2, 0.05, 0.05}), 0.09, 1e-12);
+  ASSERT_LT(thr({0.1, 0.2, 0.3, 0.4}), 0.1);
+  ears::VerifyInput in;
+  in.draft_tokens = at::tensor({1L, 2L, /**/ 0L, 0L, /**/ 3L, 0L}).view({3, 2});
+  in.target_probs = p;
+  in.uniforms_sample = at::tensor({0.35f, 0.5f, 0.2f});
+  VerifierSpec spec;
+  spec.kind = VerifierSpec::Typical;
+  auto o = ears::verify(spec, in);  // q and uniforms_accept are not needed
+  // row 0: 0.2 > 0.09 accept; p[1][2] = 0.3 > 0.084 accept -> bonus from p[2] = id 2.
+  // row 1: 0.7 accept; p[1][0] = 0.1 > 0.084 accept -> bonus id 2.
+  // row 2: 0.05 < 0.09 reject -> correction ~ p[0] with u = 0.2 -> id 0 (cdf 0.7).
+  EXPECT_EQ(to_lvec(o.accepted), (std::vector<int64_t>{2, 2, 0}));
+  EXPECT_EQ(to_lvec(o.emitted), (std::vector<int64_t>{1, 2, 2, 0, 0, 2, 0, -1, -1}));
+  // Rejection: correction is sampled from p[j] (not the residual): u = 0.8 -> id 1 (cdf .7, .9).
+  in.uniforms_sample = at::tensor({0.35f, 0.5f, 0.8f});
+  o = ears::verify(spec, in);
+  EXPECT_EQ(o.emitted[2][0].item<int64_t>(), 1);
+  spec.typical_eps = 0.01;  // lower ε: 0.05 > 0.01 and then 0.1 > 0.01 are accepted
+  o = ears::verify(spec, in);
+  EXPECT_EQ(o.accepted[2].item<int64_t>(), 2);
+}
+
+TEST(VerifyGreedy, AcceptsArgmaxPrefix) {
+  // argmax per position: 2, 0, 3, 1
+  at::Tensor p = at::tensor({0.1f, 0.2f, 0.7f, 0.0f, 0.5f, 0.2f, 0.2f, 0.1f,
+                             0.1f, 0.1f, 0.1f, 0.7f, 0.2f, 0.6f, 0.1f, 0.1f})
+                     .view({1, 4, 4}).expand({3, 4, 4});
+  ears::VerifyInput in;
+  in.draft_tokens = at::tensor({2L, 0L, 3L, /**/ 2L, 1L, 3L, /**/ 0L, 0L, 0L}).view({3, 3});
+  in.target_probs = p;
+  VerifierSpec spec;
+  spec.kind = VerifierSpec::Greedy;
+  auto o = ears::verify(spec, in);  // no uniforms needed
+  EXPECT_EQ(to_lvec(o.accepted), (std::vector<int64_t>{3, 1, 0}));
+  EXPECT_EQ(to_lvec(o.emitted), (std::vector<int64_t>{2, 0, 3, 1, 2, 0, -1, -1, 2, -1, -1, -1}));
+  EXPECT_EQ(to_lvec(o.path), (std::vector<int64_t>{1, 1, 1, 1, 0, 0, 0, 0, 0}));
+}
+
+// ---------------------------------------------------------------- invariants, names, errors
+
+TEST(Verify, OutputsAreConsistentForEveryKind) {
+  auto g = gen(8);
+  const int64_t B = 3000, G = 4, V = 20;
+  at::Tensor p = random_dist(g, B * (G + 1), V, 1.0, 0.3).view({B, G + 1, V});
+  at::Tensor q = random_dist(g, B * G, V, 1.5, 0.3).view({B, G, V});
+  ears::VerifyInput in;
+  in.draft_tokens = ears::sample_from_probs(q.view({B * G, V}), at::rand({B * G}, g)).view({B, G});
+  in.target_probs = p;
+  in.target_max = std::get<0>(p.max(-1));
+  in.draft_probs = q;
+  in.uniforms_accept = at::rand({B, G}, g);
+  in.uniforms_sample = at::rand({B}, g);
+  for (auto kind : {VerifierSpec::Baseline, VerifierSpec::Ears, VerifierSpec::Typical, VerifierSpec::Greedy}) {
+    VerifierSpec spec;
+    spec.kind = kind;
+    spec.beta = 0.3;
+    auto o = ears::verify(spec, in);
+    const std::string name = ears::to_string(kind);
+    ASSERT_EQ(o.accepted.sizes(), at::IntArrayRef({B})) << name;
+    ASSERT_EQ(o.emitted.sizes(), at::IntArrayRef({B, G + 1})) << name;
+    ASSERT_EQ(o.path.sizes(), at::IntArrayRef({B, G})) << name;
+    EXPECT_EQ(o.path.scalar_type(), at::kChar);
+    EXPECT_TRUE(at::equal((o.emitted >= 0).sum(1), o.accepted + 1)) << name;
+    at::Tensor idx = at::arange(G).unsqueeze(0);
+    at::Tensor acc_mask = idx < o.accepted.unsqueeze(1);
+    EXPECT_TRUE(at::equal(o.path != 0, acc_mask)) << name;
+    EXPECT_TRUE(at::equal(o.emitted.narrow(1, 0, G).masked_select(acc_mask),
+                          in.draft_tokens.masked_select(acc_mask))) << name;
+    if (kind != VerifierSpec::Ears) {
+      EXPECT_LE(o.path.max().item<int8_t>(), 1) << name;
+    }
+    // The verifier's own token always has target probability > 0.
+    at::Tensor own = o.emitted.gather(1, o.accepted.unsqueeze(1));
+    at::Tensor p_own = p.gather(1, o.accepted.view({B, 1, 1}).expand({B, 1, V})).squeeze(1).gather(1, own);
+    EXPECT_TRUE((p_own > 0).all().item<bool>()) << name;
+    if (kind == VerifierSpec::Baseline) {  // so do its accepted drafts
+      at::Tensor p_x = p.narrow(1, 0, G).gather(2, in.draft_tokens.unsqueeze(2)).squeeze(2);
+      EXPECT_TRUE((p_x.masked_select(acc_mask) > 0).all().item<bool>());
+    }
+  }
+}
+
+TEST(Verify, GammaZeroEmitsOneTargetToken) {
+  ears::VerifyInput in;
+  in.draft_tokens = at::zeros({2, 0}, at::kLong);
+  in.target_probs = at::tensor({0.f, 1.f, 0.f, 0.f, 0.f, 1.f}).view({2, 1, 3});
+  in.target_max = at::ones({2, 1});
+  in.draft_probs = at::zeros({2, 0, 3});
+  in.uniforms_accept = at::zeros({2, 0});
+  in.uniforms_sample = at::full({2}, 0.5f);
+  for (auto kind : {VerifierSpec::Baseline, VerifierSpec::Ears, VerifierSpec::Typical, VerifierSpec::Greedy}) {
+    VerifierSpec spec;
+    spec.kind = kind;
+    auto o = ears::verify(spec, in);
+    EXPECT_EQ(to_lvec(o.accepted), (std::vector<int64_t>{0, 0}));
+    EXPECT_EQ(to_lvec(o.emitted), (std::vector<int64_t>{1, 2}));
+  }
+}
+
+TEST(Verify, NamesRoundTripAndErrorsAreClear) {
+  for (const char* n : {"baseline", "ears", "typical", "greedy"})
+    EXPECT_EQ(ears::to_string(ears::parse_verifier_kind(n)), n);
+  for (const char* n : {"max_prob", "entropy"}) EXPECT_EQ(ears::to_string(ears::parse_uncertainty(n)), n);
+  try {
+    ears::parse_verifier_kind("eagle");
+    FAIL() << "no throw";
+  } catch (const ears::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("baseline, ears, typical, greedy"), std::string::npos);
+  }
+  VerifierSpec bad;
+  bad.beta = -1;
+  EXPECT_THROW(ears::validate(bad), ears::Error);
+  ears::VerifyInput in;
+  in.target_probs = at::zeros({2, 3, 5});
+  in.draft_tokens = at::zeros({2, 3}, at::kLong);  // should be [2, 2]
+  in.uniforms_accept = at::zeros({2, 2});
+  in.uniforms_sample = at::zeros({2});
+  try {
+    ears::verify(VerifierSpec{}, in);
+    FAIL() << "no throw";
+  } catch (const ears::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("draft_tokens must be [2, 2]"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

@@ -1,0 +1,254 @@
+#include "decoders/eagle3.h"
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "decoders/layers.h"
+#include "decoders/safetensors.h"
+#include "harness/error.h"
+
+namespace ears {
+
+Eagle3Head Eagle3Head::load(const std::filesystem::path& dir, const CausalLM& target, const Eagle3Options& options) {
+  Eagle3Head head;
+  const auto config_path = dir / "config.json";
+  head.cfg_ = ModelConfig::load(dir, /*check_architecture=*/false);
+  nlohmann::json j;
+  {
+    std::ifstream in(config_path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  }
+  const ModelConfig& c = head.cfg_;
+  const ModelConfig& tc = target.config();
+  auto get_int = [&](const char* key, int64_t fallback) -> int64_t {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_number_integer()) fail("{}: key '{}' must be an integer", config_path.string(), key);
+    return j[key].get<int64_t>();
+  };
+  head.draft_vocab_ = get_int("draft_vocab_size", c.vocab_size);
+  const int64_t target_hidden = get_int("target_hidden_size", c.hidden_size);
+  if (target_hidden != tc.hidden_size)
+    fail("{}: target_hidden_size {} does not match the target's hidden_size {} ({}); this draft was trained for "
+         "another target",
+         config_path.string(), target_hidden, tc.hidden_size, target.dir().string());
+  head.target_vocab_ = tc.vocab_size;
+  head.device_ = target.device();
+  head.dtype_ = target.dtype();
+
+  // Aux layer ids.
+  std::vector<int> ids;
+  bool configured = false;
+  if (options.aux_layers) {
+    ids = *options.aux_layers;
+    configured = true;
+  } else if (j.contains("eagle_config") && j["eagle_config"].is_object() &&
+             j["eagle_config"].contains("eagle_aux_hidden_state_layer_ids")) {
+    const auto& a = j["eagle_config"]["eagle_aux_hidden_state_layer_ids"];
+    if (!a.is_array() || a.empty())
+      fail("{}: eagle_config.eagle_aux_hidden_state_layer_ids must be a non-empty list of integers", config_path.string());
+    for (const auto& x : a) {
+      if (!x.is_number_integer())
+        fail("{}: eagle_config.eagle_aux_hidden_state_layer_ids must hold integers", config_path.string());
+      ids.push_back(x.get<int>());
+    }
+    configured = true;
+  } else {
+    ids = target.default_eagle_aux_layers();
+  }
+  if (configured && options.convention == AuxLayerConvention::Sglang)
+    for (int& id : ids) id += 1;
+  for (int id : ids)
+    if (id < 0 || id > tc.num_hidden_layers)
+      fail("{}: aux layer id {} is outside the target's 0..{} (num_hidden_layers {})", config_path.string(), id,
+           tc.num_hidden_layers, tc.num_hidden_layers);
+  head.aux_layers_ = ids;
+
+  const Checkpoint ckpt = Checkpoint::open(dir);
+  const auto dev = head.device_;
+  const auto dt = head.dtype_;
+  const int64_t d = c.hidden_size, H = c.num_attention_heads, K = c.num_key_value_heads, hd = c.head_dim;
+  const int64_t I = c.intermediate_size;
+  const std::string p = ckpt.contains("midlayer.input_layernorm.weight") ? "midlayer." : "layers.0.";
+  auto w = [&](const std::string& name, std::vector<int64_t> shape) { return ckpt.load(name, dev, dt, shape); };
+
+  const int64_t fc_in = static_cast<int64_t>(ids.size()) * tc.hidden_size;
+  if (ckpt.contains("fc.weight") && ckpt.shape("fc.weight").size() == 2 && ckpt.shape("fc.weight")[1] != fc_in)
+    fail("{}: fc.weight takes {} features but {} aux layers x target hidden {} = {}; set draft.aux_layers to the "
+         "ids the head was trained with",
+         dir.string(), ckpt.shape("fc.weight")[1], ids.size(), tc.hidden_size, fc_in);
+  head.fc_w_ = w("fc.weight", {d, fc_in});
+  if (ckpt.contains("fc.bias")) head.fc_b_ = w("fc.bias", {d});
+  head.input_norm_ = w(p + "input_layernorm.weight", {d});
+  head.hidden_norm_ = w(p + "hidden_norm.weight", {d});
+  head.post_norm_ = w(p + "post_attention_layernorm.weight", {d});
+  head.qkv_w_ = at::cat({w(p + "self_attn.q_proj.weight", {H * hd, 2 * d}), w(p + "self_attn.k_proj.weight", {K * hd, 2 * d}),
+                         w(p + "self_attn.v_proj.weight", {K * hd, 2 * d})},
+                        0);
+  head.o_w_ = w(p + "self_attn.o_proj.weight", {d, H * hd});
+  head.gate_up_w_ = at::cat({w(p + "mlp.gate_proj.weight", {I, d}), w(p + "mlp.up_proj.weight", {I, d})}, 0);
+  head.down_w_ = w(p + "mlp.down_proj.weight", {d, I});
+  head.norm_ = w("norm.weight", {d});
+  head.lm_head_ = w("lm_head.weight", {head.draft_vocab_, d});
+  if (ckpt.contains("embed_tokens.weight")) {
+    head.embed_ = w("embed_tokens.weight", {tc.vocab_size, d});
+    head.own_embed_ = true;
+  } else {
+    if (tc.hidden_size != d)
+      fail("{}: the head has no embed_tokens.weight and its hidden_size {} differs from the target's {}, so the "
+           "target's embeddings cannot be shared",
+           dir.string(), d, tc.hidden_size);
+    head.embed_ = target.embedding_weight();
+  }
+  if (ckpt.contains("d2t")) {
+    at::Tensor d2t = ckpt.load("d2t", dev, at::kLong, std::vector<int64_t>{head.draft_vocab_});
+    head.draft_to_target_ = at::arange(head.draft_vocab_, d2t.options()) + d2t;
+  } else {
+    if (head.draft_vocab_ != tc.vocab_size)
+      fail("{}: draft_vocab_size {} != target vocab {} but the checkpoint has no d2t map", dir.string(),
+           head.draft_vocab_, tc.vocab_size);
+    head.draft_to_target_ = at::arange(head.draft_vocab_, at::TensorOptions().dtype(at::kLong).device(dev));
+  }
+  // One host check at load time: every mapped id must exist in the target vocabulary.
+  const auto lo = head.draft_to_target_.min().item<int64_t>(), hi = head.draft_to_target_.max().item<int64_t>();
+  if (lo < 0 || hi >= tc.vocab_size)
+    fail("{}: d2t maps draft ids to target ids in [{}, {}] but the target vocabulary has {} ids", dir.string(), lo,
+         hi, tc.vocab_size);
+  head.inv_freq_ = layers::rope_inv_freq(hd, c.rope, dev);
+  return head;
+}
+
+KVCache Eagle3Head::new_cache(int64_t batch, int64_t max_len) const {
+  return KVCache(1, batch, cfg_.num_key_value_heads, max_len, cfg_.head_dim, dtype_, device_);
+}
+
+Eagle3Head::Output Eagle3Head::forward(const at::Tensor& token_ids, const at::Tensor& hidden, bool from_target,
+                                       KVCache& cache, const std::optional<at::Tensor>& rows) const {
+  const ModelConfig& c = cfg_;
+  const int64_t B = token_ids.size(0), T = token_ids.size(1);
+  const int64_t d = c.hidden_size, H = c.num_attention_heads, K = c.num_key_value_heads, hd = c.head_dim;
+  const double eps = c.rms_norm_eps;
+  const at::Tensor g = from_target ? layers::linear(hidden.to(dtype_), fc_w_, fc_b_) : hidden;
+  const at::Tensor emb = at::embedding(embed_, token_ids);
+  const at::Tensor x = at::cat({layers::rms_norm(emb, input_norm_, eps), layers::rms_norm(g, hidden_norm_, eps)}, -1);
+
+  const KVCache::Append plan = cache.prepare_append(T);
+  const layers::RopeTables rope = layers::rope_tables(inv_freq_, plan.positions, dtype_);
+  const at::Tensor qkv = layers::linear(x, qkv_w_);
+  at::Tensor q = layers::apply_rope(qkv.narrow(-1, 0, H * hd).view({B, T, H, hd}), rope);
+  at::Tensor k = layers::apply_rope(qkv.narrow(-1, H * hd, K * hd).view({B, T, K, hd}), rope);
+  const at::Tensor v = qkv.narrow(-1, (H + K) * hd, K * hd).view({B, T, K, hd});
+  cache.write(0, plan, k, v);
+  const at::Tensor attn = layers::attention(q, cache.keys(0, plan), cache.values(0, plan), plan.blocked,
+                                            std::pow(static_cast<double>(hd), -0.5));
+  at::Tensor h = g + layers::linear(attn, o_w_);
+  h = h + layers::silu_mlp(layers::rms_norm(h, post_norm_, eps), gate_up_w_, down_w_);
+  cache.commit(plan);
+
+  Output out;
+  if (rows) {
+    const at::Tensor& r = *rows;
+    out.prenorm = h.gather(1, r.unsqueeze(-1).expand({B, r.size(1), d}));
+  } else {
+    out.prenorm = h;
+  }
+  out.logits = layers::linear(layers::rms_norm(out.prenorm, norm_, eps), lm_head_);
+  return out;
+}
+
+namespace {
+
+// Alignment (../shared/fixtures/README.md): draft position t pairs the target feature f_t with
+// token x_{t+1} and predicts x_{t+2}. The head's cache always ends where the target's does.
+class Eagle3Drafter final : public Drafter {
+ public:
+  explicit Eagle3Drafter(const Eagle3Head& head) : head_(head) {}
+  std::string kind() const override { return "eagle3"; }
+  std::vector<int> aux_layers() const override { return head_.aux_layers(); }
+
+  void begin(const at::Tensor& prompt_ids, const std::vector<int64_t>& lengths, const at::Tensor& first_tokens,
+             const std::vector<at::Tensor>& aux, int64_t max_len) override {
+    const int64_t B = prompt_ids.size(0), L = prompt_ids.size(1);
+    cache_ = head_.new_cache(B, max_len);
+    at::Tensor last = at::tensor(lengths, prompt_ids.options().device(c10::kCPU)).to(prompt_ids.device()).sub_(1);
+    // tokens x_1 .. x_L: the prompt shifted left, with the sampled x_L at each sequence's last row.
+    at::Tensor tokens = at::cat({prompt_ids.narrow(1, 1, L - 1), at::zeros({B, 1}, prompt_ids.options())}, 1);
+    tokens = tokens.scatter(1, last.view({B, 1}), first_tokens.view({B, 1}));
+    step(tokens, at::cat(aux, -1), last.view({B, 1}));
+    cache_.set_lengths(lengths);
+  }
+
+  Proposal propose(int gamma, const SamplingParams& sampling, bool greedy, const at::Tensor& uniforms) override {
+    const int64_t B = next_logits_.size(0);
+    const at::Tensor& map = head_.draft_to_target();
+    std::vector<at::Tensor> tokens, probs;
+    at::Tensor logits = next_logits_, hidden = next_hidden_;
+    for (int j = 0; j < gamma; ++j) {
+      at::Tensor l = logits.to(at::kFloat);
+      at::Tensor draft_id;
+      if (greedy) {
+        draft_id = l.argmax(-1);
+      } else {
+        ProcessedProbs q = process_logits(l, sampling);
+        draft_id = sample_from_probs(q.probs, uniforms.select(1, j));
+        probs.push_back(at::zeros({B, head_.target_vocab()}, q.probs.options()).index_copy_(1, map, q.probs));
+      }
+      at::Tensor tok = map.index_select(0, draft_id);
+      tokens.push_back(tok);
+      if (j + 1 < gamma) {
+        Eagle3Head::Output o = head_.forward(tok.view({B, 1}), hidden, /*from_target=*/false, cache_);
+        logits = o.logits.select(1, 0);
+        hidden = o.prenorm;
+      }
+    }
+    Proposal out;
+    out.tokens = at::stack(tokens, 1);
+    if (!greedy) out.probs = at::stack(probs, 1);
+    return out;
+  }
+
+  void accept(const at::Tensor& emitted, const std::vector<int64_t>& accepted, const std::vector<at::Tensor>& aux) override {
+    const int64_t B = emitted.size(0), G1 = emitted.size(1);
+    // Roll back the chain's speculative entries to the target's length before verification...
+    std::vector<int64_t> base = cache_.lengths();
+    for (auto& l : base) l -= G1 - 2;  // propose() appended gamma-1 = G1-2 chain positions
+    cache_.set_lengths(base);
+    // ...then refresh with the target's features of [x_last, d_1 .. d_gamma] paired with the
+    // emitted tokens (fixed shape; rows past the accepted ones are cut off right after).
+    at::Tensor n = at::tensor(accepted, at::TensorOptions().dtype(at::kLong)).to(emitted.device()).view({B, 1});
+    step(emitted.clamp_min(0), at::cat(aux, -1), n);
+    for (int64_t b = 0; b < B; ++b) base[b] += accepted[b] + 1;
+    cache_.set_lengths(base);
+  }
+
+  void select(const std::vector<int64_t>& rows) override {
+    cache_.select(rows);
+    at::Tensor idx = at::tensor(rows, at::TensorOptions().dtype(at::kLong)).to(next_logits_.device());
+    next_logits_ = next_logits_.index_select(0, idx);
+    next_hidden_ = next_hidden_.index_select(0, idx);
+  }
+
+ private:
+  // Runs the head over target features; keeps the logits / pre-norm state at `row` per sequence.
+  void step(const at::Tensor& tokens, const at::Tensor& features, const at::Tensor& row) {
+    Eagle3Head::Output o = head_.forward(tokens, features, /*from_target=*/true, cache_, row);
+    next_logits_ = o.logits.select(1, 0);
+    next_hidden_ = o.prenorm;  // [B, 1, d]
+  }
+
+  const Eagle3Head& head_;
+  KVCache cache_;
+  at::Tensor next_logits_;  // [B, Vd] draft logits for the first token of the next proposal
+  at::Tensor next_hidden_;  // [B, 1, d] its pre-norm state
+};
+
+}  // namespace
+
+std::unique_ptr<Drafter> make_eagle3_drafter(const Eagle3Head& head) { return std::make_unique<Eagle3Drafter>(head); }
+
+}  // namespace ears

@@ -1,0 +1,75 @@
+// EAGLE-3 draft head (Hugging Face layout `LlamaForCausalLMEagle3`, as trained by SafeAILab/EAGLE
+// and served by sglang/vLLM): one Llama decoder layer whose q/k/v read the concatenation
+// [input_layernorm(token embedding), hidden_norm(hidden)] (2d wide, embedding first), an `fc`
+// that folds the target's aux hidden states (3 layers concatenated) to d, its own norm and a
+// reduced-vocabulary lm_head with the d2t map (draft id i -> target id i + d2t[i]).
+//
+// Aux-layer convention: ids are HF `hidden_states` indices, i.e. the residual stream ENTERING
+// decoder layer i (EAGLE's default, vLLM, and ../shared/fixtures). sglang instead adds 1 to ids
+// read from `eagle_config.eagle_aux_hidden_state_layer_ids`; pick it with
+// AuxLayerConvention::Sglang. List semantics: duplicates are kept (fc sees every entry).
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "decoders/draft.h"
+#include "decoders/model.h"
+
+namespace ears {
+
+enum class AuxLayerConvention { Hf, Sglang };
+
+struct Eagle3Options {
+  std::optional<std::vector<int>> aux_layers;  // overrides the checkpoint's ids (given in `convention`)
+  AuxLayerConvention convention = AuxLayerConvention::Hf;
+};
+
+class Eagle3Head {
+ public:
+  // Loads config.json + weights from `dir`, checking them against the target (hidden sizes,
+  // vocab, layer ids). Embeddings: the head's own `embed_tokens.weight` if shipped, else the
+  // target's. Errors name the file and key.
+  static Eagle3Head load(const std::filesystem::path& dir, const CausalLM& target, const Eagle3Options& options = {});
+
+  struct Output {
+    at::Tensor logits;   // [B, R, draft_vocab] (rows as requested)
+    at::Tensor prenorm;  // [B, R, d] hidden fed back at the next chain step
+  };
+  // One layer step over T positions appended to `cache` (1-layer KV cache of this head).
+  // hidden: [B, T, n_aux * target_hidden] target features (goes through fc) or [B, T, d]
+  // fed-back pre-norm states (when from_target is false). rows: optional [B, R] positions whose
+  // logits/prenorm are returned (default all T).
+  Output forward(const at::Tensor& token_ids, const at::Tensor& hidden, bool from_target, KVCache& cache,
+                 const std::optional<at::Tensor>& rows = std::nullopt) const;
+
+  KVCache new_cache(int64_t batch, int64_t max_len) const;
+  const std::vector<int>& aux_layers() const { return aux_layers_; }  // HF indices into the target
+  const at::Tensor& draft_to_target() const { return draft_to_target_; }  // [Vd] int64 target ids
+  int64_t draft_vocab() const { return draft_vocab_; }
+  int64_t target_vocab() const { return target_vocab_; }
+  bool own_embeddings() const { return own_embed_; }
+
+ private:
+  Eagle3Head() = default;
+  ModelConfig cfg_;
+  c10::Device device_ = c10::Device(c10::kCPU);
+  c10::ScalarType dtype_ = c10::kFloat;
+  std::vector<int> aux_layers_;
+  int64_t draft_vocab_ = 0, target_vocab_ = 0;
+  bool own_embed_ = false;
+  at::Tensor embed_, fc_w_, fc_b_, input_norm_, hidden_norm_, post_norm_, qkv_w_, o_w_, gate_up_w_, down_w_,
+      norm_, lm_head_, inv_freq_, draft_to_target_;
+};
+
+// The drafter driving an Eagle3Head inside the engine (first step from the target's features,
+// chain steps from the head's own pre-norm states, refreshed with the target's features of the
+// accepted tokens after each verification).
+std::unique_ptr<Drafter> make_eagle3_drafter(const Eagle3Head& head);
+
+}  // namespace ears

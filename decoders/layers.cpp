@@ -1,0 +1,234 @@
+#include "decoders/layers.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "harness/error.h"
+
+namespace ears {
+namespace layers {
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  const at::Tensor xf = x.to(at::kFloat);  // no copy when x is already fp32
+  const at::Tensor inv = xf.pow(2).mean(-1, /*keepdim=*/true).add_(eps).rsqrt_();
+  at::Tensor y = xf * inv;
+  if (x.scalar_type() != at::kFloat) y = y.to(x.scalar_type());
+  return y.mul_(weight);
+}
+
+at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  return at::linear(x, w, bias.defined() ? c10::optional<at::Tensor>(bias) : c10::nullopt);
+}
+
+at::Tensor silu_mlp(const at::Tensor& x, const at::Tensor& gate_up_w, const at::Tensor& down_w,
+                    const at::Tensor& gate_up_b, const at::Tensor& down_b) {
+  const at::Tensor gate_up = linear(x, gate_up_w, gate_up_b);
+  const int64_t inter = gate_up.size(-1) / 2;
+  at::Tensor act = at::silu(gate_up.narrow(-1, 0, inter));
+  act.mul_(gate_up.narrow(-1, inter, inter));
+  return linear(act, down_w, down_b);
+}
+
+at::Tensor rope_inv_freq(int64_t head_dim, const RopeConfig& rope, c10::Device device) {
+  const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
+  // HF: 1.0 / (base ** (arange(0, dim, 2).float() / dim)), all in fp32.
+  const at::Tensor exponent = at::arange(0, head_dim, 2, f32.dtype(at::kLong)).to(at::kFloat).div_(
+      static_cast<double>(head_dim));
+  at::Tensor inv_freq = at::pow(rope.theta, exponent).reciprocal_();
+  if (rope.type == "default") return inv_freq;
+  if (rope.type == "linear") return inv_freq.div_(rope.factor);
+  if (rope.type == "llama3") {
+    // transformers _compute_llama3_parameters, same op order in fp32.
+    const double old_ctx = static_cast<double>(rope.original_max_position_embeddings);
+    const double low_freq_wavelen = old_ctx / rope.low_freq_factor;
+    const double high_freq_wavelen = old_ctx / rope.high_freq_factor;
+    const at::Tensor wavelen = inv_freq.reciprocal().mul_(2.0 * M_PI);
+    const at::Tensor scaled =
+        at::where(wavelen > low_freq_wavelen, inv_freq / rope.factor, inv_freq);
+    const at::Tensor smooth = (wavelen.reciprocal() * old_ctx - rope.low_freq_factor) /
+                              (rope.high_freq_factor - rope.low_freq_factor);
+    const at::Tensor smoothed = (1 - smooth) * scaled / rope.factor + smooth * scaled;
+    const at::Tensor medium = (wavelen >= high_freq_wavelen).logical_and(wavelen <= low_freq_wavelen);
+    return at::where(medium, smoothed, scaled);
+  }
+  fail("rope type '{}' is not supported (supported: default, linear, llama3)", rope.type);
+}
+
+RopeTables rope_tables(const at::Tensor& inv_freq, const at::Tensor& positions, c10::ScalarType dtype) {
+  const at::Tensor angle = positions.to(at::kFloat).unsqueeze(-1) * inv_freq;  // [B, T, hd/2]
+  const at::Tensor emb = at::cat({angle, angle}, -1);
+  RopeTables t;
+  t.cos = emb.cos();
+  t.sin = emb.sin();
+  if (dtype != at::kFloat) {
+    t.cos = t.cos.to(dtype);
+    t.sin = t.sin.to(dtype);
+  }
+  return t;
+}
+
+at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope) {
+  // x: [B, T, n, hd]; cos/sin: [B, T, hd] -> broadcast over heads.
+  const int64_t half = x.size(-1) / 2;
+  const at::Tensor cos = rope.cos.unsqueeze(2);
+  const at::Tensor sin = rope.sin.unsqueeze(2);
+  const at::Tensor rotated = at::cat({x.narrow(-1, half, half).neg(), x.narrow(-1, 0, half)}, -1);
+  at::Tensor out = x * cos;
+  out.add_(rotated.mul_(sin));
+  return out;
+}
+
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const at::Tensor& blocked, double scale) {
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), hd = q.size(3);
+  const int64_t K = k.size(1), S = k.size(2);
+  const int64_t G = H / K;
+  // [B, T, K, G, hd] -> [B, K, T, G, hd] -> [B, K, T*G, hd]; a view when T == 1.
+  const at::Tensor qg = q.reshape({B, T, K, G, hd}).permute({0, 2, 1, 3, 4}).reshape({B, K, T * G, hd});
+  at::Tensor scores = at::matmul(qg, k.transpose(-1, -2));  // [B, K, T*G, S]
+  scores.mul_(scale);
+  scores.view({B, K, T, G, S}).masked_fill_(blocked.view({B, 1, T, 1, S}),
+                                             -std::numeric_limits<double>::infinity());
+  at::Tensor probs = at::softmax(scores, -1, at::kFloat);
+  if (probs.scalar_type() != q.scalar_type()) probs = probs.to(q.scalar_type());
+  const at::Tensor out = at::matmul(probs, v);  // [B, K, T*G, hd]
+  return out.view({B, K, T, G, hd}).permute({0, 2, 1, 3, 4}).reshape({B, T, H * hd});
+}
+
+}  // namespace layers
+
+// ---------------------------------------------------------------------------------------------
+// KVCache
+
+KVCache::KVCache(int64_t n_layers, int64_t batch, int64_t kv_heads, int64_t max_len, int64_t head_dim,
+                 c10::ScalarType dtype, c10::Device device)
+    : n_layers_(n_layers), batch_(batch), kv_heads_(kv_heads), max_len_(max_len), head_dim_(head_dim),
+      lengths_(static_cast<size_t>(batch), 0) {
+  if (n_layers <= 0 || batch < 0 || kv_heads <= 0 || max_len <= 0 || head_dim <= 0)
+    fail("KV cache: invalid shape (layers {}, batch {}, kv heads {}, max_len {}, head_dim {})", n_layers,
+         batch, kv_heads, max_len, head_dim);
+  storage_ = at::zeros({n_layers, 2, batch, kv_heads, max_len, head_dim},
+                       at::TensorOptions().dtype(dtype).device(device));
+}
+
+c10::ScalarType KVCache::dtype() const { return storage_.scalar_type(); }
+c10::Device KVCache::device() const { return storage_.device(); }
+
+int64_t KVCache::max_length() const {
+  return lengths_.empty() ? 0 : *std::max_element(lengths_.begin(), lengths_.end());
+}
+
+void KVCache::truncate(int64_t b, int64_t len) {
+  if (b < 0 || b >= batch_) fail("KV cache: sequence {} out of range (batch {})", b, batch_);
+  auto& cur = lengths_[static_cast<size_t>(b)];
+  if (len < 0 || len > cur)
+    fail("KV cache: cannot truncate sequence {} to {} tokens (it holds {})", b, len, cur);
+  if (len != cur) {
+    cur = len;
+    lengths_dev_valid_ = false;
+  }
+}
+
+void KVCache::set_lengths(const std::vector<int64_t>& lengths) {
+  if (static_cast<int64_t>(lengths.size()) != batch_)
+    fail("KV cache: set_lengths got {} lengths for a batch of {}", lengths.size(), batch_);
+  for (int64_t b = 0; b < batch_; ++b) {
+    const int64_t len = lengths[static_cast<size_t>(b)];
+    if (len < 0 || len > lengths_[static_cast<size_t>(b)])
+      fail("KV cache: cannot set sequence {} to {} tokens (it holds {})", b, len, lengths_[static_cast<size_t>(b)]);
+  }
+  lengths_ = lengths;
+  lengths_dev_valid_ = false;
+}
+
+void KVCache::reset() {
+  std::fill(lengths_.begin(), lengths_.end(), 0);
+  lengths_dev_valid_ = false;
+}
+
+void KVCache::select(const std::vector<int64_t>& rows) {
+  std::vector<int64_t> new_lengths;
+  new_lengths.reserve(rows.size());
+  for (int64_t r : rows) {
+    if (r < 0 || r >= batch_) fail("KV cache: select row {} out of range (batch {})", r, batch_);
+    new_lengths.push_back(lengths_[static_cast<size_t>(r)]);
+  }
+  const at::Tensor index = at::tensor(rows, at::TensorOptions().dtype(at::kLong)).to(storage_.device());
+  storage_ = storage_.index_select(2, index);
+  batch_ = static_cast<int64_t>(rows.size());
+  lengths_ = std::move(new_lengths);
+  lengths_dev_valid_ = false;
+}
+
+at::Tensor KVCache::k(int64_t layer) const { return storage_.select(0, layer).select(0, 0); }
+at::Tensor KVCache::v(int64_t layer) const { return storage_.select(0, layer).select(0, 1); }
+
+const at::Tensor& KVCache::device_lengths() const {
+  if (!lengths_dev_valid_) {
+    lengths_dev_ = at::tensor(lengths_, at::TensorOptions().dtype(at::kLong)).to(storage_.device());
+    lengths_dev_valid_ = true;
+  }
+  return lengths_dev_;
+}
+
+KVCache::Append KVCache::prepare_append(int64_t T) const {
+  if (!defined()) fail("KV cache: not allocated");
+  if (T <= 0) fail("KV cache: appending {} tokens (need at least 1)", T);
+  Append plan;
+  plan.T = T;
+  plan.new_lengths = lengths_;
+  for (int64_t b = 0; b < batch_; ++b) {
+    const int64_t len = lengths_[static_cast<size_t>(b)];
+    if (len + T > max_len_)
+      fail("KV cache: sequence {} holds {} tokens and appending {} exceeds the cache size {} "
+           "(prompt + max_new_tokens exceeds the cache size {}; raise the cache length or shorten "
+           "the prompt / max_new_tokens)",
+           b, len, T, max_len_, max_len_);
+    plan.new_lengths[static_cast<size_t>(b)] = len + T;
+  }
+  const int64_t max_len_now = max_length();
+  plan.span = max_len_now + T;
+  const auto long_opts = at::TensorOptions().dtype(at::kLong).device(storage_.device());
+  const at::Tensor steps = at::arange(T, long_opts);
+  const bool uniform =
+      std::all_of(lengths_.begin(), lengths_.end(), [&](int64_t l) { return l == max_len_now; });
+  if (uniform) {
+    plan.uniform_start = max_len_now;
+    plan.positions = steps.add(max_len_now).unsqueeze(0).expand({batch_, T});
+  } else {
+    plan.positions = device_lengths().unsqueeze(1) + steps.unsqueeze(0);  // [B, T]
+    // Row of (b, k, pos) in k(layer).view({B*K*max_len, hd}).
+    const at::Tensor base = (at::arange(batch_, long_opts).unsqueeze(1) * kv_heads_ +
+                             at::arange(kv_heads_, long_opts).unsqueeze(0)) *
+                            max_len_;  // [B, K]
+    plan.write_rows = (base.unsqueeze(2) + plan.positions.unsqueeze(1)).reshape({-1});  // [B*K*T]
+  }
+  plan.blocked = at::arange(plan.span, long_opts).view({1, 1, plan.span}) > plan.positions.unsqueeze(2);
+  return plan;
+}
+
+void KVCache::write(int64_t layer, const Append& plan, const at::Tensor& k_new, const at::Tensor& v_new) {
+  // k_new/v_new: [B, T, K, hd] -> [B, K, T, hd]
+  const at::Tensor kt = k_new.permute({0, 2, 1, 3});
+  const at::Tensor vt = v_new.permute({0, 2, 1, 3});
+  if (plan.uniform_start >= 0) {
+    k(layer).narrow(2, plan.uniform_start, plan.T).copy_(kt);
+    v(layer).narrow(2, plan.uniform_start, plan.T).copy_(vt);
+  } else {
+    const auto dt = storage_.scalar_type();
+    k(layer).view({-1, head_dim_}).index_copy_(0, plan.write_rows, kt.reshape({-1, head_dim_}).to(dt));
+    v(layer).view({-1, head_dim_}).index_copy_(0, plan.write_rows, vt.reshape({-1, head_dim_}).to(dt));
+  }
+}
+
+at::Tensor KVCache::keys(int64_t layer, const Append& plan) const { return k(layer).narrow(2, 0, plan.span); }
+at::Tensor KVCache::values(int64_t layer, const Append& plan) const { return v(layer).narrow(2, 0, plan.span); }
+
+void KVCache::commit(const Append& plan) {
+  lengths_ = plan.new_lengths;
+  if (lengths_dev_valid_) lengths_dev_.add_(plan.T);  // stays on device, no host round trip
+}
+
+}  // namespace ears

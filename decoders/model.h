@@ -1,0 +1,119 @@
+// Hugging Face-exact decoder-only causal LM (Qwen3 / Qwen2 / Llama) in plain ATen, with a
+// ragged-batch KV cache (decoders/layers.h) and HF hidden_states-style aux outputs for EAGLE-3.
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "decoders/layers.h"
+
+namespace ears {
+
+enum class Arch { Qwen3, Qwen2, Llama };
+
+// Parsed config.json. Every dimension comes from here; nothing is assumed about the model.
+struct ModelConfig {
+  std::string architecture;   // e.g. "Qwen3ForCausalLM" (or the draft's own name when not checked)
+  Arch arch = Arch::Llama;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;   // default: num_attention_heads
+  int64_t head_dim = 0;              // default: hidden_size / num_attention_heads
+  double rms_norm_eps = 1e-6;
+  RopeConfig rope;                   // rope_theta (int or float) or rope_parameters.rope_theta
+  bool tie_word_embeddings = false;
+  bool qkv_bias = false;             // Qwen2: always; Llama/Qwen3: attention_bias
+  bool o_bias = false;               // Llama/Qwen3: attention_bias
+  bool mlp_bias = false;             // Llama: mlp_bias
+  bool qk_norm = false;              // Qwen3 only
+  c10::ScalarType torch_dtype = c10::ScalarType::Float;  // torch_dtype / dtype (default float32)
+  int64_t max_position_embeddings = 0;  // 0 when absent
+  std::optional<int64_t> bos_token_id;
+  std::vector<int64_t> eos_token_ids;   // int or list in the file; empty when null/absent
+
+  // Parses config.json text; `origin` names the file in error messages ("<origin>: missing key
+  // 'hidden_size'"). With check_architecture=false any architecture is accepted (Llama flags),
+  // so a draft head can reuse the common fields and read its own extra keys.
+  static ModelConfig parse(const std::string& json_text, const std::string& origin,
+                           bool check_architecture = true);
+  // Reads <dir>/config.json (or `dir` itself when it is a file).
+  static ModelConfig load(const std::filesystem::path& dir, bool check_architecture = true);
+};
+
+// "float32" | "bfloat16" | "float16" (also "fp32", "bf16", "fp16", "half", "float") -> dtype.
+c10::ScalarType parse_dtype(const std::string& name, const std::string& origin);
+std::string dtype_name(c10::ScalarType dtype);
+
+struct ForwardOptions {
+  // HF hidden_states ids to return: hs[0] = embeddings, hs[i] = output of layer i-1 (entering
+  // layer i), hs[N] = final normed output. One output per entry, in list order, duplicates kept.
+  std::vector<int> aux_layers;
+  // [B, K] int64 on the model device: indices into the T new positions whose logits are
+  // wanted. Only these rows go through the final norm + lm_head. Default: all T rows.
+  std::optional<at::Tensor> logits_rows;
+  bool skip_logits = false;  // no norm/lm_head at all (logits undefined)
+};
+
+struct ForwardOutput {
+  at::Tensor logits;                    // [B, K or T, V] in the compute dtype (caller upcasts)
+  std::vector<at::Tensor> aux_hidden;   // one [B, T, hidden] per ForwardOptions::aux_layers entry
+};
+
+class CausalLM {
+ public:
+  // Loads config.json + safetensors from `dir`. dtype: compute dtype (default: config torch_dtype);
+  // weights are converted at load. Validates every tensor's shape against the config. Tied
+  // embeddings when tie_word_embeddings is true; a missing lm_head.weight with
+  // tie_word_embeddings false is an error.
+  static CausalLM load(const std::filesystem::path& dir, c10::Device device = c10::Device(c10::kCPU),
+                       std::optional<c10::ScalarType> dtype = std::nullopt);
+
+  // Runs ids [B, T] (int64, on device()) appended to each sequence at its own cache length;
+  // advances every cache length by T.
+  ForwardOutput forward(const at::Tensor& ids, KVCache& cache, const ForwardOptions& opt = {}) const;
+  // No-cache convenience: a fresh cache of exactly T positions.
+  ForwardOutput forward(const at::Tensor& ids, const ForwardOptions& opt = {}) const;
+
+  KVCache new_cache(int64_t batch, int64_t max_len) const;
+
+  at::Tensor embed(const at::Tensor& ids) const;               // [B, T, hidden] compute dtype
+  const at::Tensor& embedding_weight() const { return embed_; }  // [V, hidden]
+  const at::Tensor& lm_head_weight() const { return lm_head_; }  // [V, hidden] (== embed when tied)
+  // Applies the final norm + lm_head to hidden states [..., hidden].
+  at::Tensor logits_from_hidden(const at::Tensor& hidden) const;
+
+  const ModelConfig& config() const { return cfg_; }
+  c10::Device device() const { return device_; }
+  c10::ScalarType dtype() const { return dtype_; }
+  const std::filesystem::path& dir() const { return dir_; }
+  // EAGLE-3's default aux ids [2, N/2, N-3] (HF hidden_states indices).
+  std::vector<int> default_eagle_aux_layers() const;
+
+ private:
+  struct Layer {
+    at::Tensor input_norm, post_norm;
+    at::Tensor qkv_w, qkv_b;          // fused [(H + 2K) * hd, hidden]
+    at::Tensor q_norm, k_norm;        // [hd] (Qwen3)
+    at::Tensor o_w, o_b;
+    at::Tensor gate_up_w, gate_up_b;  // fused [2 * I, hidden], gate first
+    at::Tensor down_w, down_b;
+  };
+  CausalLM() = default;
+
+  ModelConfig cfg_;
+  std::filesystem::path dir_;
+  c10::Device device_ = c10::Device(c10::kCPU);
+  c10::ScalarType dtype_ = c10::ScalarType::Float;
+  at::Tensor embed_, final_norm_, lm_head_, inv_freq_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace ears

@@ -1,0 +1,36 @@
+// Runtime plumbing shared by every tensor command: device names (dtype names: decoders/model.h), LibTorch threads,
+// timing with the device synchronised at the measured boundaries, and the host-sync counter
+// that keeps the decoding loop honest (at most one device->host sync per speculative step).
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace ears {
+
+// "cpu", "cuda", "cuda:1" -> device; ears::Error naming `what` (e.g. "--device") otherwise.
+c10::Device parse_device(const std::string& name, const std::string& what = "device");
+
+// Sets LibTorch's intra-op thread count (0 = all cores). Returns the count in effect.
+int set_threads(int n);
+
+// Blocks until all work queued on `device` is done (no-op on CPU).
+void synchronize(c10::Device device);
+
+// Seconds since an arbitrary epoch (steady clock).
+inline double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The only way decoding code copies a tensor to the host: counts the syncs.
+at::Tensor to_host(const at::Tensor& t);
+int64_t host_sync_count();
+
+// LibTorch version string, e.g. "1.13.0".
+std::string torch_version();
+
+}  // namespace ears

@@ -1,0 +1,287 @@
+// Model-level commands: forward (checkpoint sanity check), tokenize, generate.
+#include <ATen/ATen.h>
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
+#include "decoders/engine.h"
+#include "decoders/runtime.h"
+#include "harness/commands.h"
+#include "harness/error.h"
+#include "harness/model_setup.h"
+
+namespace ears {
+namespace {
+
+using json = nlohmann::json;
+
+std::vector<int32_t> parse_ids(const std::string& text, const std::string& flag) {
+  std::vector<int32_t> ids;
+  std::string s = text;
+  for (char& c : s)
+    if (c == ',' || c == '[' || c == ']') c = ' ';
+  std::istringstream in(s);
+  std::string tok;
+  while (in >> tok) {
+    try {
+      size_t used = 0;
+      long long v = std::stoll(tok, &used);
+      if (used != tok.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(tok);
+      ids.push_back(static_cast<int32_t>(v));
+    } catch (const std::exception&) {
+      fail("{}: '{}' is not a token id; pass space-separated non-negative integers, e.g. \"1 2 3\"", flag, tok);
+    }
+  }
+  return ids;
+}
+
+json tensor_rows(const at::Tensor& t2d) {
+  at::Tensor c = t2d.to(at::kFloat).cpu().contiguous();
+  json rows = json::array();
+  auto a = c.accessor<float, 2>();
+  for (int64_t i = 0; i < c.size(0); ++i) {
+    json row = json::array();
+    for (int64_t j = 0; j < c.size(1); ++j) row.push_back(a[i][j]);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+void add_threads(CLI::App* sub, CommonOptions& common) {
+  sub->add_option("--threads", common.threads, "LibTorch intra-op threads (0 = all cores)")->capture_default_str();
+}
+
+struct ForwardArgs {
+  std::string model, ids, dtype = "auto", device = "cpu", draft;
+  int last = 1, gamma = 5;
+  std::vector<int> aux;
+};
+
+int run_forward(const ForwardArgs& a, CommonOptions& common) {
+  set_threads(common.threads);
+  std::vector<int32_t> ids = parse_ids(a.ids, "--ids");
+  if (ids.empty()) fail("--ids: give at least one token id");
+  ModelSetup setup;
+  setup.target_path = a.model;
+  setup.dtype = a.dtype;
+  setup.device = a.device;
+  setup.draft_kind = a.draft.empty() ? "none" : "eagle3";
+  setup.draft_path = a.draft;
+  LoadedModels m = load_models(setup, /*need_tokenizer=*/false);
+  const CausalLM& model = *m.target;
+  const int64_t V = model.config().vocab_size;
+  for (int32_t id : ids)
+    if (id >= V) fail("--ids: token id {} is outside the model's vocabulary of {} ids", id, V);
+  const int64_t L = static_cast<int64_t>(ids.size());
+  const int64_t K = std::clamp<int64_t>(a.last, 1, L);
+  at::Tensor input = at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong).to(model.device()).view({1, L});
+  ForwardOptions opt;
+  opt.aux_layers = a.aux;
+  if (m.head) opt.aux_layers = m.head->aux_layers();
+  ForwardOutput out = model.forward(input, opt);
+  json j;
+  j["logits"] = tensor_rows(out.logits[0].narrow(0, L - K, K));
+  std::vector<int64_t> positions;
+  for (int64_t p = L - K; p < L; ++p) positions.push_back(p);
+  j["positions"] = positions;
+  if (!a.aux.empty() && !m.head) {
+    json aux = json::array();
+    for (const auto& h : out.aux_hidden) aux.push_back(tensor_rows(h[0].narrow(0, L - 1, 1))[0]);
+    j["aux_hidden_last_position"] = aux;
+  }
+  if (m.head) {
+    // The first draft step at the last prompt position, then a greedy chain of `gamma` tokens.
+    const at::Tensor next = out.logits[0][L - 1].to(at::kFloat).argmax().view({1});
+    KVCache cache = m.head->new_cache(1, L + a.gamma + 2);
+    at::Tensor tokens = at::cat({input.narrow(1, 1, L - 1), next.view({1, 1})}, 1);
+    auto first = m.head->forward(tokens, at::cat(out.aux_hidden, -1), true, cache);
+    json d;
+    d["logits_last"] = tensor_rows(first.logits[0].narrow(0, L - 1, 1))[0];
+    m.drafter->begin(input, {L}, next, out.aux_hidden, L + a.gamma + 2);
+    Proposal p = m.drafter->propose(a.gamma, SamplingParams{}, /*greedy=*/true, at::zeros({1, a.gamma}));
+    at::Tensor chain = p.tokens.cpu();
+    std::vector<int64_t> chain_ids(chain.data_ptr<int64_t>(), chain.data_ptr<int64_t>() + chain.numel());
+    d["chain_target_ids"] = chain_ids;
+    d["aux_layers"] = m.head->aux_layers();
+    j["draft"] = d;
+  }
+  fmt::print("{}\n", j.dump());
+  return 0;
+}
+
+struct TokenizeArgs {
+  std::string tokenizer, text, ids;
+  bool has_text = false;
+};
+
+int run_tokenize(const TokenizeArgs& a) {
+  Tokenizer tok = Tokenizer::load(a.tokenizer);
+  json j;
+  if (a.has_text) {
+    j["ids"] = tok.encode(a.text);
+  } else {
+    std::vector<int32_t> ids = parse_ids(a.ids, "--ids");
+    for (int32_t id : ids)
+      if (id >= tok.vocab_size()) fail("--ids: token id {} is not in the tokenizer ({} ids)", id, tok.vocab_size());
+    j["text"] = tok.decode(ids);
+  }
+  fmt::print("{}\n", j.dump());
+  return 0;
+}
+
+struct GenerateArgs {
+  ModelSetup setup;
+  std::string prompt, ids;
+  bool chat = false, thinking = false, has_prompt = false;
+  double temperature = 0, top_p = 1, beta = 0.1;
+  int64_t top_k = 0, max_new_tokens = 128;
+  uint64_t seed = 0;
+  int gamma = 5;
+  std::string verifier = "baseline", draft_sampling = "sample", uncertainty = "max_prob";
+  std::vector<std::string> stop;
+};
+
+int run_generate(const GenerateArgs& a, CommonOptions& common) {
+  const int threads = set_threads(common.threads);
+  LoadedModels m = load_models(a.setup, /*need_tokenizer=*/a.has_prompt);
+  std::vector<int32_t> prompt;
+  if (a.has_prompt) {
+    prompt = m.tokenizer->encode(a.chat ? qwen3_chat_prompt(a.prompt, a.thinking) : a.prompt);
+  } else {
+    prompt = parse_ids(a.ids, "--ids");
+  }
+  if (prompt.empty()) fail("the prompt is empty; pass --prompt TEXT or --ids \"...\"");
+  DecodeParams p;
+  p.sampling.temperature = a.temperature;
+  p.sampling.top_k = a.top_k;
+  p.sampling.top_p = a.top_p;
+  p.gamma = a.gamma;
+  p.max_new_tokens = a.max_new_tokens;
+  p.draft_greedy = a.draft_sampling == "greedy";
+  if (a.draft_sampling != "greedy" && a.draft_sampling != "sample")
+    fail("--draft-sampling '{}' is not one of: sample, greedy", a.draft_sampling);
+  p.verifier.kind = parse_verifier_kind(a.verifier);
+  p.verifier.beta = a.beta;
+  p.verifier.uncertainty = parse_uncertainty(a.uncertainty);
+  p.stop_strings = a.stop;
+  p.stop_ids = stop_token_ids(m);
+  Engine engine(*m.target, m.drafter.get(), m.tokenizer.get());
+  GenRequest req;
+  req.prompt = prompt;
+  req.run_seed = a.seed;
+  req.key = "generate";
+  GenResult r = engine.generate({req}, p).at(0);
+  if (!r.error.empty()) fail("generation failed: {}", r.error);
+  const auto& st = r.stats;
+  const int64_t new_tokens = static_cast<int64_t>(r.ids.size());
+  const double decode_s = r.latency_s - r.ttft_s;
+  if (common.json) {
+    json j;
+    j["ids"] = r.ids;
+    j["text"] = r.text;
+    j["finish_reason"] = r.finish_reason;
+    j["stats"] = {{"prompt_tokens", r.prompt_tokens},
+                  {"new_tokens", new_tokens},
+                  {"steps", st.steps},
+                  {"drafted", st.drafted},
+                  {"accepted", st.accepted},
+                  {"corrections", st.corrections},
+                  {"bonus", st.bonus},
+                  {"pardoned", st.pardoned},
+                  {"accepted_per_position", st.accepted_per_position},
+                  {"mean_accept_length", st.steps ? double(st.emitted()) / st.steps : 0.0},
+                  {"distortion_tv_mean", st.distortion_n ? st.distortion_sum / st.distortion_n : 0.0},
+                  {"ttft_s", r.ttft_s},
+                  {"latency_s", r.latency_s},
+                  {"prefill_s", st.prefill_s},
+                  {"draft_s", st.draft_s},
+                  {"verify_s", st.verify_s},
+                  {"other_s", st.other_s},
+                  {"host_syncs", st.host_syncs},
+                  {"output_tokens_per_s", r.latency_s > 0 ? new_tokens / r.latency_s : 0.0},
+                  {"load_s", m.load_s},
+                  {"threads", threads},
+                  {"draft_kind", a.setup.draft_kind},
+                  {"verifier", a.verifier}};
+    fmt::print("{}\n", j.dump());
+  } else {
+    fmt::print("{}\n", r.text.empty() && !m.tokenizer ? fmt::format("{}", fmt::join(r.ids, " ")) : r.text);
+    fmt::print(stderr, "[{} new tokens in {:.3f} s ({:.1f} tok/s; ttft {:.3f} s, decode {:.3f} s); steps {}, "
+               "mean accept length {:.2f}, finish: {}]\n",
+               new_tokens, r.latency_s, r.latency_s > 0 ? new_tokens / r.latency_s : 0.0, r.ttft_s, decode_s,
+               st.steps, st.steps ? double(st.emitted()) / st.steps : 0.0, r.finish_reason);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_model_commands(CLI::App& app, CommonOptions& common, int& exit_code) {
+  {
+    auto args = std::make_shared<ForwardArgs>();
+    auto* sub = app.add_subcommand("forward", "Print a checkpoint's logits for given token ids (compare with transformers)");
+    sub->add_option("--model", args->model, "Hugging Face checkpoint directory")->required();
+    sub->add_option("--ids", args->ids, "Token ids, e.g. \"1 2 3\"")->required();
+    sub->add_option("--last", args->last, "Print logits of the last K positions")->capture_default_str();
+    sub->add_option("--dtype", args->dtype, "Compute dtype: auto|float32|bfloat16|float16")->capture_default_str();
+    sub->add_option("--device", args->device, "cpu | cuda | cuda:N")->capture_default_str();
+    sub->add_option("--aux", args->aux, "Also print hidden states entering these layers (HF hidden_states ids)");
+    sub->add_option("--draft", args->draft, "EAGLE-3 draft directory: adds draft.logits_last and draft.chain_target_ids");
+    sub->add_option("--gamma", args->gamma, "Greedy draft chain length with --draft")->capture_default_str();
+    add_threads(sub, common);
+    sub->callback([args, &common, &exit_code] { exit_code = run_forward(*args, common); });
+  }
+  {
+    auto args = std::make_shared<TokenizeArgs>();
+    auto* sub = app.add_subcommand("tokenize", "Encode text to ids (--text) or decode ids to text (--ids)");
+    sub->add_option("--tokenizer", args->tokenizer, "Directory with tokenizer.json (or the file)")->required();
+    auto* text = sub->add_option("--text", args->text, "Text to encode");
+    auto* ids = sub->add_option("--ids", args->ids, "Ids to decode, e.g. \"9707 1879\"");
+    text->excludes(ids);
+    sub->callback([args, text, ids, &exit_code] {
+      args->has_text = text->count() > 0;
+      if (!args->has_text && ids->count() == 0) fail("tokenize: pass --text TEXT or --ids \"...\"");
+      exit_code = run_tokenize(*args);
+    });
+  }
+  {
+    auto args = std::make_shared<GenerateArgs>();
+    auto* sub = app.add_subcommand("generate", "Generate text with the target alone or speculatively with a draft");
+    sub->add_option("--target", args->setup.target_path, "Target checkpoint directory")->required();
+    sub->add_option("--tokenizer", args->setup.tokenizer_path, "Tokenizer directory (default: --target)");
+    auto* prompt = sub->add_option("--prompt", args->prompt, "Prompt text");
+    auto* ids = sub->add_option("--ids", args->ids, "Prompt token ids");
+    prompt->excludes(ids);
+    sub->add_flag("--chat", args->chat, "Wrap the prompt in the Qwen3 chat template (one user turn)");
+    sub->add_flag("--thinking", args->thinking, "With --chat: leave thinking on (default off)");
+    sub->add_option("--temperature", args->temperature, "0 = greedy")->capture_default_str();
+    sub->add_option("--top-k", args->top_k, "0 = off")->capture_default_str();
+    sub->add_option("--top-p", args->top_p, "1 = off")->capture_default_str();
+    sub->add_option("--max-new-tokens", args->max_new_tokens)->capture_default_str();
+    sub->add_option("--seed", args->seed, "Run seed (the request's generator is derived from it)")->capture_default_str();
+    sub->add_option("--stop", args->stop, "Stop string (repeatable)");
+    sub->add_option("--dtype", args->setup.dtype, "auto|float32|bfloat16|float16")->capture_default_str();
+    sub->add_option("--device", args->setup.device, "cpu | cuda | cuda:N")->capture_default_str();
+    sub->add_option("--draft", args->setup.draft_path, "Draft checkpoint directory");
+    sub->add_option("--draft-kind", args->setup.draft_kind, "eagle3 | model | none (default: eagle3 with --draft)");
+    sub->add_option("--draft-sampling", args->draft_sampling, "sample | greedy")->capture_default_str();
+    sub->add_option("--aux-layer-convention", args->setup.aux_layer_convention, "hf | sglang")->capture_default_str();
+    sub->add_option("--verifier", args->verifier, "baseline | ears | typical | greedy")->capture_default_str();
+    sub->add_option("--beta", args->beta, "EARS beta")->capture_default_str();
+    sub->add_option("--uncertainty", args->uncertainty, "EARS uncertainty: max_prob | entropy")->capture_default_str();
+    sub->add_option("--gamma", args->gamma, "Draft tokens per step")->capture_default_str();
+    sub->add_flag("--json", common.json, "Print {ids, text, stats} as JSON");
+    add_threads(sub, common);
+    sub->callback([args, prompt, ids, sub, &common, &exit_code] {
+      args->has_prompt = prompt->count() > 0;
+      if (!args->has_prompt && ids->count() == 0) fail("generate: pass --prompt TEXT or --ids \"...\"");
+      if (sub->get_option("--draft-kind")->count() == 0)
+        args->setup.draft_kind = args->setup.draft_path.empty() ? "none" : "eagle3";
+      exit_code = run_generate(*args, common);
+    });
+  }
+}
+
+}  // namespace ears

@@ -1,0 +1,44 @@
+// ears-bench: evaluation harness and benchmarking CLI for speculative decoding.
+#include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
+#include <fmt/core.h>
+
+#include <cstdio>
+#include <string>
+
+#include "harness/commands.h"
+#include "harness/error.h"
+
+namespace {
+
+// First line of a message: user-facing errors are one line, never a backtrace.
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ears-bench — evaluate speculative decoding verifiers (baseline, EARS, ...) on real models"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "ears-bench 0.1");
+  ears::CommonOptions common;
+  int exit_code = 0;
+  ears::add_model_commands(app, common, exit_code);
+  ears::add_bench_commands(app, common, exit_code);
+  ears::add_experiment_commands(app, common, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  } catch (const ears::Error& e) {
+    fmt::print(stderr, "ears-bench: error: {}\n", first_line(e.what()));
+    return e.exit_code;
+  } catch (const c10::Error& e) {
+    fmt::print(stderr, "ears-bench: error: LibTorch: {}\n", first_line(e.what_without_backtrace()));
+    return 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "ears-bench: error: {}\n", first_line(e.what()));
+    return 1;
+  }
+  return exit_code;
+}

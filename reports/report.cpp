@@ -1,0 +1,713 @@
+#include "reports/report.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "harness/error.h"
+
+namespace ears {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+const ArmReport* Report::find_arm(const std::string& name) const {
+  for (const auto& a : arms)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+const Comparison* Report::find_comparison(const std::string& arm) const {
+  for (const auto& c : comparisons)
+    if (c.arm == arm) return &c;
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Building
+
+namespace {
+
+// The part of a result that must agree between duplicates (timings and run_id may differ).
+json outcome_of(const RequestResult& r) {
+  json j = r;
+  for (const char* k : {"run_id", "latency_s", "ttft_s", "prefill_s", "draft_s", "verify_s", "other_s"}) j.erase(k);
+  return j;
+}
+
+std::string join_names(const std::vector<ArmInput>& arms) {
+  std::string s;
+  for (const auto& a : arms) s += (s.empty() ? "" : ", ") + a.name;
+  return s;
+}
+
+}  // namespace
+
+std::vector<RequestResult> dedupe_results(const std::vector<RequestResult>& results) {
+  std::vector<RequestResult> out;
+  std::map<std::tuple<std::string, std::string, int>, size_t> seen;
+  for (const auto& r : results) {
+    auto [it, inserted] = seen.emplace(std::tuple{r.arm, r.request_id, r.repeat}, out.size());
+    if (inserted) {
+      out.push_back(r);
+      continue;
+    }
+    const RequestResult& first = out[it->second];
+    if (outcome_of(first) != outcome_of(r))
+      fail("conflicting results for arm '{}' request '{}' repeat {} (runs '{}' and '{}' disagree on the output "
+           "or its statistics); remove one of them from the results.jsonl files being merged",
+           r.arm, r.request_id, r.repeat, first.run_id, r.run_id);
+  }
+  return out;
+}
+
+Report build_report(const std::vector<RequestResult>& results_in, const ReportInputs& inputs) {
+  for (const auto& r : results_in) r.validate("results");
+  const std::vector<RequestResult> results = dedupe_results(results_in);
+
+  std::vector<ArmInput> arms = inputs.arms;
+  if (arms.empty()) {
+    std::set<std::string> seen;
+    for (const auto& r : results)
+      if (seen.insert(r.arm).second) arms.push_back(ArmInput{r.arm, json::object(), nan_value()});
+  }
+  {
+    std::set<std::string> names;
+    for (const auto& a : arms) {
+      if (a.name.empty()) fail("an arm has an empty name; give every arm a name in the config");
+      if (!names.insert(a.name).second) fail("arm '{}' is declared twice; arm names must be unique", a.name);
+    }
+    for (const auto& r : results)
+      if (!names.count(r.arm))
+        fail("results contain arm '{}' which is not one of the run's arms ({}); check run_meta.json or the config",
+             r.arm, join_names(arms));
+  }
+
+  Report report;
+  report.config = inputs.config.is_null() ? json::object() : inputs.config;
+  report.environment = inputs.environment.is_null() ? json::object() : inputs.environment;
+  report.dataset = inputs.dataset.is_null() ? json::object() : inputs.dataset;
+  report.sources = inputs.sources;
+  report.warnings = inputs.warnings;
+  report.baseline = inputs.baseline.empty() ? (arms.empty() ? "" : arms.front().name) : inputs.baseline;
+  if (!arms.empty() && std::none_of(arms.begin(), arms.end(), [&](const ArmInput& a) { return a.name == report.baseline; }))
+    fail("baseline arm '{}' is not one of the arms ({}); set 'baseline' to one of them", report.baseline,
+         join_names(arms));
+
+  for (const auto& a : arms)
+    report.arms.push_back(ArmReport{a.name, a.verifier.is_null() ? json::object() : a.verifier,
+                                    compute_arm_metrics(results, a.name, a.wall_s)});
+  const ArmReport* base = report.find_arm(report.baseline);
+  for (const auto& a : report.arms) {
+    if (a.name == report.baseline) continue;
+    report.comparisons.push_back(compare_arms(results, a.name, a.metrics, base->name, base->metrics,
+                                              inputs.bootstrap_seed, inputs.bootstrap_resamples));
+  }
+
+  // Partial when the arms did not all finish the same (request, repeat) set.
+  std::map<std::string, std::set<std::pair<std::string, int>>> keys;
+  for (const auto& a : arms) keys[a.name];
+  for (const auto& r : results) keys[r.arm].insert({r.request_id, r.repeat});
+  bool uneven = false;
+  for (const auto& [name, k] : keys) uneven |= (k != keys.begin()->second);
+  if (uneven) report.warnings.push_back("the arms did not all finish the same requests; comparisons use the pairs present in both arms");
+  report.partial = inputs.partial || uneven;
+  return report;
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON
+
+namespace {
+
+json arm_input_to_json(const ArmInput& a) {
+  return {{"name", a.name}, {"verifier", a.verifier.is_null() ? json::object() : a.verifier}, {"wall_s", json_number(a.wall_s)}};
+}
+
+ArmInput arm_input_from_json(const json& j, const std::string& origin) {
+  if (!j.is_object() || !j.contains("name") || !j["name"].is_string())
+    fail("{}: every entry of 'arms' needs a string 'name', got {}", origin, j.dump());
+  ArmInput a;
+  a.name = j["name"].get<std::string>();
+  a.verifier = j.value("verifier", json::object());
+  if (j.contains("wall_s")) {
+    try {
+      a.wall_s = json_to_double(j["wall_s"]);
+    } catch (const Error&) {
+      fail("{}: arm '{}' has a non-numeric 'wall_s' ({})", origin, a.name, j["wall_s"].dump());
+    }
+  }
+  return a;
+}
+
+std::vector<std::string> string_list(const json& j, const char* key, const std::string& origin) {
+  std::vector<std::string> v;
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return v;
+  if (!it->is_array()) fail("{}: '{}' must be an array of strings", origin, key);
+  for (const auto& s : *it) {
+    if (!s.is_string()) fail("{}: '{}' must be an array of strings", origin, key);
+    v.push_back(s.get<std::string>());
+  }
+  return v;
+}
+
+void check_schema(const json& j, const std::string& origin) {
+  if (!j.is_object()) fail("{}: expected a JSON object, got {}", origin, j.type_name());
+  if (!j.contains("schema_version") || !j["schema_version"].is_number_integer())
+    fail("{}: missing integer 'schema_version'; is this an ears-bench file?", origin);
+  const int v = j["schema_version"].get<int>();
+  if (v < 1 || v > kReportSchemaVersion)
+    fail("{}: schema_version {} is not supported (this ears-bench reads version {}); use a matching ears-bench",
+         origin, v, kReportSchemaVersion);
+}
+
+json object_or_empty(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? json::object() : *it;
+}
+
+}  // namespace
+
+json report_to_json(const Report& report) {
+  json j = json::object();
+  j["schema_version"] = report.schema_version;
+  j["partial"] = report.partial;
+  j["baseline"] = report.baseline;
+  j["config"] = report.config;
+  j["environment"] = report.environment;
+  j["dataset"] = report.dataset;
+  j["sources"] = report.sources;
+  j["warnings"] = report.warnings;
+  json arms = json::array();
+  for (const auto& a : report.arms) arms.push_back({{"name", a.name}, {"verifier", a.verifier}, {"metrics", a.metrics}});
+  j["arms"] = arms;
+  json comparisons = json::array();
+  for (const auto& c : report.comparisons) comparisons.push_back(c);
+  j["comparisons"] = comparisons;
+  return j;
+}
+
+Report report_from_json(const json& j) {
+  check_schema(j, "report.json");
+  Report r;
+  r.schema_version = j["schema_version"].get<int>();
+  r.partial = j.value("partial", false);
+  r.baseline = j.value("baseline", std::string());
+  r.config = object_or_empty(j, "config");
+  r.environment = object_or_empty(j, "environment");
+  r.dataset = object_or_empty(j, "dataset");
+  r.sources = string_list(j, "sources", "report.json");
+  r.warnings = string_list(j, "warnings", "report.json");
+  if (!j.contains("arms") || !j["arms"].is_array()) fail("report.json: missing array 'arms'");
+  for (const auto& a : j["arms"]) {
+    if (!a.is_object() || !a.contains("name") || !a["name"].is_string())
+      fail("report.json: every arm needs a string 'name'");
+    ArmReport ar;
+    ar.name = a["name"].get<std::string>();
+    ar.verifier = object_or_empty(a, "verifier");
+    if (!a.contains("metrics")) fail("report.json: arm '{}' has no 'metrics'", ar.name);
+    ar.metrics = a["metrics"].get<ArmMetrics>();
+    r.arms.push_back(std::move(ar));
+  }
+  if (j.contains("comparisons")) {
+    if (!j["comparisons"].is_array()) fail("report.json: 'comparisons' must be an array");
+    for (const auto& c : j["comparisons"]) r.comparisons.push_back(c.get<Comparison>());
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sweeps
+
+std::vector<SweepSeries> sweep_series(const Report& report) {
+  std::vector<SweepSeries> out;
+  for (const auto& a : report.arms) {
+    if (a.name == report.baseline) continue;
+    const auto type = a.verifier.find("type");
+    const auto beta = a.verifier.find("beta");
+    if (type == a.verifier.end() || !type->is_string() || beta == a.verifier.end() || !beta->is_number()) continue;
+    const Comparison* c = report.find_comparison(a.name);
+    if (!c) continue;
+    auto it = std::find_if(out.begin(), out.end(), [&](const SweepSeries& s) { return s.name == type->get<std::string>(); });
+    if (it == out.end()) it = out.insert(out.end(), SweepSeries{type->get<std::string>(), {}});
+    SweepPoint p;
+    p.arm = a.name;
+    p.beta = beta->get<double>();
+    p.accuracy_delta_pp = c->accuracy_delta_pp;
+    p.accuracy_delta_ci95 = c->accuracy_delta_ci95;
+    p.throughput_gain_pct = c->throughput_gain_pct;
+    p.throughput_gain_ci95 = c->throughput_gain_ci95;
+    it->points.push_back(p);
+  }
+  std::vector<SweepSeries> sweeps;
+  for (auto& s : out) {
+    std::stable_sort(s.points.begin(), s.points.end(), [](const SweepPoint& a, const SweepPoint& b) { return a.beta < b.beta; });
+    std::set<double> betas;
+    for (const auto& p : s.points) betas.insert(p.beta);
+    if (betas.size() >= 2) sweeps.push_back(std::move(s));
+  }
+  return sweeps;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Markdown
+
+namespace {
+
+const char* kNa = "n/a";
+
+std::string num(double x, int decimals) { return std::isfinite(x) ? fmt::format("{:.{}f}", x, decimals) : kNa; }
+std::string signed_num(double x, int decimals) {
+  return std::isfinite(x) ? fmt::format("{:+.{}f}", x, decimals) : kNa;
+}
+std::string pct(double fraction, int decimals = 1) {
+  return std::isfinite(fraction) ? fmt::format("{:.{}f}%", 100 * fraction, decimals) : kNa;
+}
+bool finite(const Interval& i) { return std::isfinite(i.lo) && std::isfinite(i.hi); }
+std::string ci(const Interval& i, int decimals, bool sign) {
+  if (!finite(i)) return "";
+  return sign ? fmt::format(" [{:+.{}f}, {:+.{}f}]", i.lo, decimals, i.hi, decimals)
+              : fmt::format(" [{:.{}f}, {:.{}f}]", i.lo, decimals, i.hi, decimals);
+}
+std::string p_value(double p) {
+  if (!std::isfinite(p)) return kNa;
+  return p < 0.001 ? "<0.001" : fmt::format("{:.3f}", p);
+}
+std::string cell(std::string s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n') out += ' ';
+    else out += c;
+  }
+  return out;
+}
+std::string json_cell(const json& v) { return cell(v.is_string() ? v.get<std::string>() : v.dump()); }
+
+std::string accuracy_cell(const ArmMetrics& m) {
+  if (m.n_scored == 0) return kNa;
+  return pct(m.accuracy) + ci({100 * m.accuracy_ci95.lo, 100 * m.accuracy_ci95.hi}, 1, false);
+}
+
+void key_value_table(std::string& md, const json& obj) {
+  md += "| Key | Value |\n|---|---|\n";
+  for (const auto& [k, v] : obj.items()) md += fmt::format("| {} | {} |\n", cell(k), json_cell(v));
+  md += "\n";
+}
+
+}  // namespace
+
+std::string render_markdown(const Report& report) {
+  std::string md = "# ears-bench report\n\n";
+  if (report.partial)
+    md += "> **Partial results**: the run was interrupted or the arms did not finish the same requests. "
+          "Numbers cover the finished requests only.\n\n";
+  for (const auto& w : report.warnings) md += fmt::format("> Warning: {}\n\n", w);
+  if (report.dataset.contains("name")) md += fmt::format("Dataset: **{}**", json_cell(report.dataset["name"]));
+  if (report.dataset.contains("name")) md += fmt::format(". Baseline: **{}**.\n\n", cell(report.baseline));
+  else md += fmt::format("Baseline: **{}**.\n\n", cell(report.baseline));
+
+  // ---- main table (the paper's shape) ----
+  md += "## Results\n\n";
+  md += "| Method | Output tok/s | Total tok/s | Avg latency (s) | τ | Accuracy |\n";
+  md += "|---|---:|---:|---:|---:|---:|\n";
+  for (const auto& a : report.arms) {
+    const auto& m = a.metrics;
+    md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", cell(a.name), num(m.output_tokens_per_s, 1),
+                      num(m.total_tokens_per_s, 1), num(m.latency_mean_s, 3), num(m.mean_accept_length, 2),
+                      accuracy_cell(m));
+  }
+  for (const auto& c : report.comparisons) {
+    std::string tau = std::isfinite(c.accept_length_ratio) ? fmt::format("×{:.2f}", c.accept_length_ratio) : kNa;
+    if (finite(c.accept_length_ratio_ci95))
+      tau += fmt::format(" [{:.2f}, {:.2f}]", c.accept_length_ratio_ci95.lo, c.accept_length_ratio_ci95.hi);
+    std::string acc = kNa;
+    if (c.n_scored_pairs > 0)
+      acc = signed_num(c.accuracy_delta_pp, 1) + " pp" + ci(c.accuracy_delta_ci95, 1, true) +
+            fmt::format(" (McNemar p={})", p_value(c.mcnemar_p));
+    md += fmt::format("| Relative gain: {} vs {} | {}%{} | {}% | {}%{} | {} | {} |\n", cell(c.arm), cell(c.baseline),
+                      signed_num(c.throughput_gain_pct, 1), ci(c.throughput_gain_ci95, 1, true),
+                      signed_num(c.total_throughput_gain_pct, 1), signed_num(c.latency_change_pct, 1),
+                      ci(c.latency_change_ci95, 1, true), tau, acc);
+  }
+  md += "\nτ = tokens emitted per target verification step, bonus/correction token included (vLLM / Spec-Bench). "
+        "Accuracy: 95% Wilson interval. Relative gains: paired by (request, repeat), 95% paired bootstrap "
+        "intervals over requests";
+  if (!report.comparisons.empty())
+    md += fmt::format(" (B={}, seed {})", report.comparisons.front().bootstrap_resamples,
+                      report.comparisons.front().bootstrap_seed);
+  md += "; accuracy change in percentage points with an exact McNemar test.\n\n";
+
+  // ---- details ----
+  md += "## Details\n\n";
+  md += "| Method | Verifier | Requests | Errors | p50 (s) | p90 (s) | p99 (s) | TTFT (s) | TPOT (ms) | "
+        "Acceptance rate | Wall (s) |\n";
+  md += "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& a : report.arms) {
+    const auto& m = a.metrics;
+    md += fmt::format("| {} | `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {}{} |\n", cell(a.name),
+                      cell(a.verifier.dump()), m.n_requests, m.n_errors, num(m.latency_p50_s, 3),
+                      num(m.latency_p90_s, 3), num(m.latency_p99_s, 3), num(m.ttft_mean_s, 3),
+                      num(1000 * m.tpot_mean_s, 1), pct(m.acceptance_rate), num(m.wall_s, 2),
+                      m.wall_from_latencies ? " (Σ latency)" : "");
+  }
+  md += "\n";
+
+  // ---- per-position acceptance ----
+  size_t max_pos = 0;
+  for (const auto& a : report.arms) max_pos = std::max(max_pos, a.metrics.acceptance_per_position.size());
+  if (max_pos > 0) {
+    md += "## Acceptance per draft position\n\nShare of verification steps in which draft position k was accepted.\n\n";
+    md += "| Method |";
+    for (size_t k = 0; k < max_pos; ++k) md += fmt::format(" pos {} |", k + 1);
+    md += "\n|---|";
+    for (size_t k = 0; k < max_pos; ++k) md += "---:|";
+    md += "\n";
+    for (const auto& a : report.arms) {
+      if (a.metrics.drafted == 0) continue;
+      md += fmt::format("| {} |", cell(a.name));
+      for (size_t k = 0; k < max_pos; ++k)
+        md += " " + (k < a.metrics.acceptance_per_position.size() ? pct(a.metrics.acceptance_per_position[k]) : kNa) + " |";
+      md += "\n";
+    }
+    md += "\n";
+
+    md += "## Pardons and distortion\n\n";
+    md += "Pardon share: accepted draft tokens that the exact rule would have rejected. "
+          "Distortion: mean total-variation distance between the verifier's induced distribution and the target's.\n\n";
+    md += "| Method | Acceptance rate | Pardon share | Distortion TV (mean) | Mean u | System efficiency |\n";
+    md += "|---|---:|---:|---:|---:|---:|\n";
+    for (const auto& a : report.arms) {
+      const auto& m = a.metrics;
+      if (m.drafted == 0) continue;
+      md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", cell(a.name), pct(m.acceptance_rate), pct(m.pardon_share, 2),
+                        num(m.distortion_tv_mean, 4), num(m.mean_uncertainty, 3), pct(m.system_efficiency));
+    }
+    md += "\n";
+  }
+
+  // ---- uncertainty deciles ----
+  std::vector<const ArmReport*> drafting, pardoning;
+  for (const auto& a : report.arms) {
+    int64_t d = 0;
+    for (const auto& b : a.metrics.uncertainty_buckets) d += b.drafted;
+    if (d > 0) drafting.push_back(&a);
+    if (d > 0 && a.metrics.pardoned > 0) pardoning.push_back(&a);
+  }
+  if (!drafting.empty()) {
+    const ArmReport* ref = drafting.front();
+    for (const auto* a : drafting)
+      if (a->name == report.baseline) ref = a;
+    md += "## Where EARS acts\n\n";
+    md += fmt::format("Per decile of the target's uncertainty u = 1 − max p at the drafted position: share of "
+                      "drafted tokens (arm {}), acceptance rate per arm, pardon share per arm.\n\n",
+                      cell(ref->name));
+    md += "| u range | Drafted share |";
+    for (const auto* a : drafting) md += fmt::format(" Accept {} |", cell(a->name));
+    for (const auto* a : pardoning) md += fmt::format(" Pardon {} |", cell(a->name));
+    md += "\n|---|---:|";
+    for (size_t i = 0; i < drafting.size() + pardoning.size(); ++i) md += "---:|";
+    md += "\n";
+    for (int d = 0; d < kUncertaintyDeciles; ++d) {
+      bool any = false;
+      for (const auto* a : drafting) any |= a->metrics.uncertainty_buckets[d].drafted > 0;
+      if (!any) continue;
+      md += fmt::format("| [{:.1f}, {:.1f}) | {} |", d / 10.0, (d + 1) / 10.0,
+                        pct(ref->metrics.uncertainty_buckets[d].drafted_share));
+      for (const auto* a : drafting) md += " " + pct(a->metrics.uncertainty_buckets[d].acceptance_rate) + " |";
+      for (const auto* a : pardoning) md += " " + pct(a->metrics.uncertainty_buckets[d].pardon_share) + " |";
+      md += "\n";
+    }
+    md += "\n";
+  }
+
+  // ---- per category ----
+  std::set<std::string> categories;
+  for (const auto& a : report.arms)
+    for (const auto& c : a.metrics.categories) categories.insert(c.category);
+  if (categories.size() > 1) {
+    md += "## Per category\n\nThroughput per category is Σ output tokens / Σ request latency.\n\n";
+    md += "| Category | Method | Requests | Accuracy | Output tok/s | τ |\n|---|---|---:|---:|---:|---:|\n";
+    for (const auto& name : categories)
+      for (const auto& a : report.arms)
+        for (const auto& c : a.metrics.categories) {
+          if (c.category != name) continue;
+          const std::string acc = c.n_scored == 0 ? std::string(kNa)
+                                                  : pct(c.accuracy) + ci({100 * c.accuracy_ci95.lo, 100 * c.accuracy_ci95.hi}, 1, false);
+          md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", cell(name), cell(a.name), c.n_requests, acc,
+                            num(c.output_tokens_per_s, 1), num(c.mean_accept_length, 2));
+        }
+    md += "\n";
+  }
+
+  // ---- sweeps ----
+  const auto sweeps = sweep_series(report);
+  if (!sweeps.empty()) {
+    md += "## β sweep\n\n| Verifier | β | Arm | Throughput gain | Accuracy change |\n|---|---:|---|---:|---:|\n";
+    for (const auto& s : sweeps)
+      for (const auto& p : s.points)
+        md += fmt::format("| {} | {:g} | {} | {}%{} | {} pp{} |\n", cell(s.name), p.beta, cell(p.arm),
+                          signed_num(p.throughput_gain_pct, 1), ci(p.throughput_gain_ci95, 1, true),
+                          signed_num(p.accuracy_delta_pp, 1), ci(p.accuracy_delta_ci95, 1, true));
+    md += "\n";
+  }
+
+  // ---- charts ----
+  md += "## Charts\n\n![Tokens emitted per step](accept_length.svg)\n\n";
+  if (!sweeps.empty()) md += "![Throughput gain vs accuracy change across β](sweep.svg)\n\n";
+
+  if (!report.dataset.empty()) {
+    md += "## Dataset\n\n";
+    key_value_table(md, report.dataset);
+  }
+  md += "## Environment\n\n";
+  key_value_table(md, report.environment);
+  if (!report.sources.empty()) {
+    md += "## Sources\n\n";
+    for (const auto& s : report.sources) md += fmt::format("- `{}`\n", s);
+    md += "\n";
+  }
+  return md;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files
+
+void write_file_atomic(const fs::path& path, const std::string& content) {
+  const fs::path tmp = path.string() + fmt::format(".tmp.{}", static_cast<long>(::getpid()));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) fail("{}: cannot write ({}); check the directory exists and is writable", tmp.string(), std::strerror(errno));
+    out.write(content.data(), static_cast<std::streamsize>(content.size()));
+    out.flush();
+    if (!out) fail("{}: write failed ({}); check free disk space", tmp.string(), std::strerror(errno));
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    fail("{}: cannot replace the file ({})", path.string(), ec.message());
+  }
+}
+
+void write_report_files(const Report& report, const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail("{}: cannot create the report directory ({})", dir.string(), ec.message());
+  write_file_atomic(dir / "report.json", report_to_json(report).dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+  write_file_atomic(dir / "report.md", render_markdown(report));
+  std::vector<std::pair<std::string, std::vector<int64_t>>> hists;
+  for (const auto& a : report.arms) hists.emplace_back(a.name, a.metrics.accept_length_hist);
+  write_file_atomic(dir / "accept_length.svg", svg_accept_length_histogram(hists));
+  const auto sweeps = sweep_series(report);
+  if (!sweeps.empty()) write_file_atomic(dir / "sweep.svg", svg_sweep_chart(sweeps, report.baseline));
+}
+
+std::vector<RequestResult> read_results_jsonl(const fs::path& path, bool tolerate_truncated_last_line, bool* truncated) {
+  if (truncated) *truncated = false;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open the results file ({}); pass a run directory written by 'ears-bench run'",
+                path.string(), std::strerror(errno));
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(std::move(line));
+  }
+  size_t last = lines.size();  // index of the last non-blank line
+  for (size_t i = lines.size(); i-- > 0;)
+    if (lines[i].find_first_not_of(" \t") != std::string::npos) {
+      last = i;
+      break;
+    }
+  std::vector<RequestResult> results;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].find_first_not_of(" \t") == std::string::npos) continue;
+    const std::string where = fmt::format("{}:{}", path.string(), i + 1);
+    json j;
+    try {
+      j = json::parse(lines[i]);
+    } catch (const json::parse_error& e) {
+      if (tolerate_truncated_last_line && i == last) {
+        if (truncated) *truncated = true;
+        continue;
+      }
+      fail("{}: not a complete JSON object ({}); delete the line if the run was killed while writing it", where,
+           e.what());
+    }
+    RequestResult r;
+    try {
+      r = j.get<RequestResult>();
+    } catch (const Error& e) {
+      fail("{}: {}", where, e.what());
+    } catch (const json::exception& e) {
+      fail("{}: {}", where, e.what());
+    }
+    r.validate(where);
+    results.push_back(std::move(r));
+  }
+  return results;
+}
+
+// ---------------------------------------------------------------------------------------------
+// run_meta.json
+
+json run_meta_to_json(const RunMeta& meta) {
+  json arms = json::array();
+  for (const auto& a : meta.arms) arms.push_back(arm_input_to_json(a));
+  return {{"schema_version", meta.schema_version},
+          {"run_id", meta.run_id},
+          {"baseline", meta.baseline},
+          {"arms", arms},
+          {"config", meta.config},
+          {"environment", meta.environment},
+          {"dataset", meta.dataset},
+          {"complete", meta.complete},
+          {"expected_results", meta.expected_results}};
+}
+
+RunMeta run_meta_from_json(const json& j, const std::string& origin) {
+  check_schema(j, origin);
+  RunMeta m;
+  try {
+    m.schema_version = j["schema_version"].get<int>();
+    m.run_id = j.value("run_id", std::string());
+    m.baseline = j.value("baseline", std::string());
+    if (j.contains("arms")) {
+      if (!j["arms"].is_array()) fail("{}: 'arms' must be an array", origin);
+      for (const auto& a : j["arms"]) m.arms.push_back(arm_input_from_json(a, origin));
+    }
+    m.config = object_or_empty(j, "config");
+    m.environment = object_or_empty(j, "environment");
+    m.dataset = object_or_empty(j, "dataset");
+    m.complete = j.value("complete", false);
+    m.expected_results = j.value("expected_results", int64_t{0});
+  } catch (const json::exception& e) {
+    fail("{}: {}", origin, e.what());
+  }
+  return m;
+}
+
+void write_run_meta(const RunMeta& meta, const fs::path& run_dir) {
+  write_file_atomic(run_dir / kRunMetaFile, run_meta_to_json(meta).dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+}
+
+RunMeta read_run_meta(const fs::path& run_dir) {
+  const fs::path p = run_dir / kRunMetaFile;
+  std::ifstream in(p, std::ios::binary);
+  if (!in) fail("{}: not found; pass a run directory written by 'ears-bench run'", p.string());
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    fail("{}: invalid JSON ({})", p.string(), e.what());
+  }
+  return run_meta_from_json(j, p.string());
+}
+
+RunMeta merge_run_meta(const std::vector<RunMeta>& metas) {
+  if (metas.empty()) fail("no run directories given; pass at least one RUN_DIR");
+  RunMeta out = metas.front();
+  out.arms.clear();
+  out.complete = true;
+  out.expected_results = 0;
+  for (const auto& m : metas) {
+    if (m.baseline != out.baseline)
+      fail("runs '{}' and '{}' name different baselines ('{}' vs '{}'); merge runs of the same experiment only",
+           out.run_id, m.run_id, out.baseline, m.baseline);
+    out.complete &= m.complete;
+    out.expected_results += m.expected_results;
+    for (const auto& a : m.arms) {
+      auto it = std::find_if(out.arms.begin(), out.arms.end(), [&](const ArmInput& x) { return x.name == a.name; });
+      if (it == out.arms.end()) {
+        out.arms.push_back(a);
+        continue;
+      }
+      if (it->verifier != a.verifier)
+        fail("arm '{}' has different verifiers in the runs being merged ({} vs {}); rename one of the arms", a.name,
+             it->verifier.dump(), a.verifier.dump());
+      it->wall_s += a.wall_s;  // NaN (unknown) in any shard makes the total unknown
+    }
+  }
+  return out;
+}
+
+namespace {
+
+struct LoadedRuns {
+  RunMeta meta;
+  std::vector<RequestResult> results;
+  std::vector<std::string> warnings;
+  bool truncated = false;
+  int64_t raw_count = 0;
+};
+
+LoadedRuns load_runs(const std::vector<fs::path>& run_dirs) {
+  LoadedRuns out;
+  std::vector<RunMeta> metas;
+  std::vector<RequestResult> all;
+  for (const auto& dir : run_dirs) {
+    metas.push_back(read_run_meta(dir));
+    const fs::path results = dir / kResultsFile;
+    if (!fs::exists(results)) {
+      out.warnings.push_back(fmt::format("{} is missing (no request finished)", results.string()));
+      continue;
+    }
+    bool truncated = false;
+    auto rs = read_results_jsonl(results, true, &truncated);
+    if (truncated) {
+      out.truncated = true;
+      out.warnings.push_back(fmt::format("ignored a truncated last line in {}", results.string()));
+    }
+    all.insert(all.end(), std::make_move_iterator(rs.begin()), std::make_move_iterator(rs.end()));
+  }
+  out.meta = merge_run_meta(metas);
+  out.raw_count = static_cast<int64_t>(all.size());
+  out.results = dedupe_results(all);
+  return out;
+}
+
+}  // namespace
+
+Report report_from_run_dirs(const std::vector<fs::path>& run_dirs, uint64_t bootstrap_seed, int bootstrap_resamples) {
+  LoadedRuns runs = load_runs(run_dirs);
+  ReportInputs in;
+  in.arms = runs.meta.arms;
+  in.baseline = runs.meta.baseline;
+  in.config = runs.meta.config;
+  in.environment = runs.meta.environment;
+  in.dataset = runs.meta.dataset;
+  in.warnings = runs.warnings;
+  for (const auto& d : run_dirs) in.sources.push_back(d.string());
+  const bool short_of_expected =
+      runs.meta.expected_results > 0 && static_cast<int64_t>(runs.results.size()) < runs.meta.expected_results &&
+      runs.raw_count < runs.meta.expected_results;
+  if (!runs.meta.complete) in.warnings.push_back("a run did not complete (run_meta.json has complete = false)");
+  if (short_of_expected)
+    in.warnings.push_back(fmt::format("{} results of {} expected", runs.results.size(), runs.meta.expected_results));
+  in.partial = !runs.meta.complete || runs.truncated || short_of_expected;
+  in.bootstrap_seed = bootstrap_seed;
+  in.bootstrap_resamples = bootstrap_resamples;
+  return build_report(runs.results, in);
+}
+
+void merge_run_dirs(const std::vector<fs::path>& run_dirs, const fs::path& out_dir) {
+  LoadedRuns runs = load_runs(run_dirs);
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) fail("{}: cannot create the output directory ({})", out_dir.string(), ec.message());
+  std::string lines;
+  for (const auto& r : runs.results) lines += result_to_jsonl_line(r);
+  write_file_atomic(out_dir / kResultsFile, lines);
+  runs.meta.complete = runs.meta.complete && !runs.truncated;
+  write_run_meta(runs.meta, out_dir);
+}
+
+}  // namespace ears

@@ -1,0 +1,174 @@
+// The report of one experiment: per-arm metrics + paired comparisons, its JSON schema,
+// the Markdown and SVG renderings, and re-reading run directories (ears-bench report / merge).
+// Torch-free.
+//
+// ---- report.json, schema_version 1 (docs/report-schema.md has every key explained) ----------
+// {
+//   "schema_version": 1,
+//   "partial": false,              // true: a run was interrupted or the arms' request sets differ
+//   "baseline": "baseline",        // the arm every comparison is against
+//   "config": {...},               // as given by the runner (resolved experiment spec)
+//   "environment": {...},          // device, dtype, threads, libtorch, git commit, host, ...
+//   "dataset": {...},              // name, path, n requests, ...
+//   "sources": ["runs/a", ...],    // run dirs merged into this report (may be empty)
+//   "warnings": ["..."],           // e.g. a truncated last line that was ignored
+//   "arms": [ { "name": "ears-0.5", "verifier": {...as configured...},
+//               "metrics": { "n_requests", "n_errors", "n_scored", "output_tokens",
+//                            "prompt_tokens", "steps", "drafted", "accepted", "pardoned",
+//                            "wall_s", "wall_from_latencies",
+//                            "output_tokens_per_s", "total_tokens_per_s",
+//                            "latency_mean_s", "latency_p50_s", "latency_p90_s", "latency_p99_s",
+//                            "ttft_mean_s", "tpot_mean_s",
+//                            "mean_accept_length" (τ), "acceptance_rate",
+//                            "acceptance_per_position" [γ], "system_efficiency",
+//                            "pardon_share", "distortion_tv_mean", "mean_uncertainty",
+//                            "accept_length_hist" [γ+2],
+//                            "uncertainty_buckets" [10 × {lo, hi, drafted, accepted, pardoned,
+//                                                   drafted_share, acceptance_rate, pardon_share}],
+//                            "accuracy" (fraction), "accuracy_ci95" [lo, hi] (Wilson),
+//                            "strict_accuracy", "flexible_accuracy", "em_mean", "f1_mean",
+//                            "categories" [{category, n_requests, n_scored, accuracy,
+//                                           accuracy_ci95, output_tokens_per_s, mean_accept_length}],
+//                            "time_split_s" {prefill, draft, verify, other} } } ],
+//   "comparisons": [ { "arm", "baseline", "n_pairs", "n_scored_pairs",
+//                      "throughput_gain_pct", "throughput_gain_ci95" [lo, hi],
+//                      "total_throughput_gain_pct",
+//                      "latency_change_pct", "latency_change_ci95",
+//                      "accuracy_delta_pp", "accuracy_delta_ci95", "mcnemar_p",
+//                      "arm_only_correct", "baseline_only_correct",
+//                      "accept_length_ratio", "accept_length_ratio_ci95",
+//                      "bootstrap_resamples", "bootstrap_seed" } ]
+// }
+// Numbers that are undefined (no scored requests, no drafts, ...) are null.
+//
+// ---- run_meta.json (written by the runner into every run dir, beside results.jsonl) --------
+// { "schema_version": 1, "run_id": "...", "baseline": "baseline",
+//   "arms": [ {"name": "baseline", "verifier": {...}, "wall_s": 12.5}, ... ],  // wall_s: Σ of the
+//            // arm's generation wall time; null/absent = unknown (Σ latencies is used instead)
+//   "config": {...}, "environment": {...}, "dataset": {...},
+//   "complete": true,              // false while running / after a kill
+//   "expected_results": 600 }      // lines results.jsonl will hold when complete (0 = unknown)
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "reports/metrics.h"
+#include "reports/result.h"
+#include "reports/svg.h"
+
+namespace ears {
+
+inline constexpr int kReportSchemaVersion = 1;
+inline constexpr const char* kResultsFile = "results.jsonl";
+inline constexpr const char* kRunMetaFile = "run_meta.json";
+
+struct ArmInput {
+  std::string name;
+  nlohmann::json verifier;  // e.g. {"type": "ears", "beta": 0.5}; sweeps group on type + beta
+  double wall_s = nan_value();
+};
+
+struct ReportInputs {
+  std::vector<ArmInput> arms;  // table order; empty = the arms found in the results, in order
+  std::string baseline;       // empty = the first arm
+  nlohmann::json config = nlohmann::json::object();
+  nlohmann::json environment = nlohmann::json::object();
+  nlohmann::json dataset = nlohmann::json::object();
+  bool partial = false;
+  std::vector<std::string> sources;
+  std::vector<std::string> warnings;
+  uint64_t bootstrap_seed = kDefaultBootstrapSeed;
+  int bootstrap_resamples = kDefaultBootstrapResamples;
+};
+
+struct ArmReport {
+  std::string name;
+  nlohmann::json verifier;
+  ArmMetrics metrics;
+};
+
+struct Report {
+  int schema_version = kReportSchemaVersion;
+  bool partial = false;
+  std::string baseline;
+  nlohmann::json config = nlohmann::json::object();
+  nlohmann::json environment = nlohmann::json::object();
+  nlohmann::json dataset = nlohmann::json::object();
+  std::vector<std::string> sources;
+  std::vector<std::string> warnings;
+  std::vector<ArmReport> arms;
+  std::vector<Comparison> comparisons;
+
+  const ArmReport* find_arm(const std::string& name) const;                // nullptr if absent
+  const Comparison* find_comparison(const std::string& arm) const;        // nullptr if absent
+};
+
+// Validates every result, removes identical duplicates (error on conflicting ones), computes
+// the metrics of every arm and the comparison of every non-baseline arm with the baseline.
+// ears::Error when a result names an undeclared arm or the baseline is not an arm.
+Report build_report(const std::vector<RequestResult>& results, const ReportInputs& inputs);
+
+nlohmann::json report_to_json(const Report& report);
+Report report_from_json(const nlohmann::json& j);  // ears::Error on a bad / newer schema
+
+std::string render_markdown(const Report& report);
+
+// Sweeps: non-baseline arms grouped by verifier "type", ordered by verifier "beta"; only groups
+// with >= 2 distinct betas are returned. Points come from the comparisons.
+std::vector<SweepSeries> sweep_series(const Report& report);
+
+// Writes report.json, report.md, accept_length.svg and (when there is a sweep) sweep.svg into
+// `dir` (created if needed), each atomically (temp file + rename).
+void write_report_files(const Report& report, const std::filesystem::path& dir);
+// Writes `content` to a temp file beside `path`, then renames it over `path`.
+void write_file_atomic(const std::filesystem::path& path, const std::string& content);
+
+// results.jsonl: one RequestResult per line, validated; blank lines are skipped. With
+// `tolerate_truncated_last_line`, a last line that is not valid JSON (a killed writer) is
+// ignored and *truncated (if given) set to true; otherwise it is an ears::Error naming the line.
+std::vector<RequestResult> read_results_jsonl(const std::filesystem::path& path, bool tolerate_truncated_last_line,
+                                              bool* truncated = nullptr);
+
+// Removes exact duplicates of (arm, request_id, repeat); two results for the same key whose
+// outcome differs (text, ids, token counts, step counters, score, error) are an ears::Error.
+// Timings and run_id may differ between duplicates (the first one is kept).
+std::vector<RequestResult> dedupe_results(const std::vector<RequestResult>& results);
+
+struct RunMeta {
+  int schema_version = kReportSchemaVersion;
+  std::string run_id;
+  std::string baseline;
+  std::vector<ArmInput> arms;
+  nlohmann::json config = nlohmann::json::object();
+  nlohmann::json environment = nlohmann::json::object();
+  nlohmann::json dataset = nlohmann::json::object();
+  bool complete = false;
+  int64_t expected_results = 0;
+};
+
+nlohmann::json run_meta_to_json(const RunMeta& meta);
+RunMeta run_meta_from_json(const nlohmann::json& j, const std::string& origin);
+void write_run_meta(const RunMeta& meta, const std::filesystem::path& run_dir);  // atomic
+RunMeta read_run_meta(const std::filesystem::path& run_dir);
+
+// Merges the run_meta.json of several run dirs (shards): arms are united in first-seen order
+// (the same arm must carry the same verifier), wall times are summed, config / environment /
+// dataset come from the first dir, complete = all complete, expected_results summed.
+RunMeta merge_run_meta(const std::vector<RunMeta>& metas);
+
+// ears-bench report RUN_DIR...: reads run_meta.json + results.jsonl of every dir (a truncated
+// last line is tolerated and recorded in warnings), merges shards (dedupe_results), and builds
+// the report. partial = some run incomplete, fewer results than expected, or a truncated line.
+Report report_from_run_dirs(const std::vector<std::filesystem::path>& run_dirs,
+                            uint64_t bootstrap_seed = kDefaultBootstrapSeed,
+                            int bootstrap_resamples = kDefaultBootstrapResamples);
+
+// ears-bench merge RUN_DIR... --out DIR: writes the merged run_meta.json and deduplicated
+// results.jsonl into out_dir (atomically).
+void merge_run_dirs(const std::vector<std::filesystem::path>& run_dirs, const std::filesystem::path& out_dir);
+
+}  // namespace ears
