@@ -6,7 +6,8 @@
 #include <ATen/Parallel.h>
 
 #include <cmath>
-#include <thread>
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "decoders/sampling.h"
@@ -635,6 +636,54 @@ TEST(VerifyTypical, ThresholdAcceptanceAndSampledCorrection) {
   spec.typical_eps = 0.01;  // lower ε: 0.05 > 0.01 and then 0.1 > 0.01 are accepted
   o = ears::verify(spec, in);
   EXPECT_EQ(o.accepted[2].item<int64_t>(), 2);
+}
+
+TEST(VerifyTypical, MatchesDoublePrecisionReferenceOnRandomRows) {
+  auto g = gen(9);
+  const int64_t B = 4000, V = 50;
+  // Mixed sharpness so both branches of min(ε, δ·exp(-H)) occur; many tiny probabilities so the
+  // 1e-5 inside the log matters.
+  at::Tensor scale = at::rand({B, 1}, g) * 6;
+  at::Tensor p = random_dist(g, B * 2, V, 1.0, 0.3).view({B, 2, V});
+  p = at::softmax(at::log(p) * scale.unsqueeze(2), -1);
+  // Draft the token nearest to the threshold from above (even rows) or below (odd rows), so a
+  // slightly wrong threshold flips decisions.
+  auto pd = to_vec(p.select(1, 0));
+  std::vector<int64_t> xs(B, 0);
+  for (int64_t b = 0; b < B; ++b) {
+    double h = 0;
+    for (int64_t v = 0; v < V; ++v) h -= pd[b * V + v] * std::log(pd[b * V + v] + 1e-5);
+    const double thr = std::min(0.09, 0.3 * std::exp(-h));
+    double best = INFINITY;
+    for (int64_t v = 0; v < V; ++v) {
+      const double d = b % 2 == 0 ? pd[b * V + v] - thr : thr - pd[b * V + v];
+      if (d > 0 && d < best) best = d, xs[b] = v;
+    }
+  }
+  ears::VerifyInput in;
+  in.draft_tokens = at::tensor(at::ArrayRef<int64_t>(xs)).view({B, 1});
+  in.target_probs = p;
+  in.uniforms_sample = at::rand({B}, g);
+  VerifierSpec spec;
+  spec.kind = VerifierSpec::Typical;
+  auto acc = to_lvec(ears::verify(spec, in).accepted);
+  int checked = 0, accepted = 0, eps_branch = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    double h = 0;
+    for (int64_t v = 0; v < V; ++v) h -= pd[b * V + v] * std::log(pd[b * V + v] + 1e-5);
+    const double thr = std::min(0.09, 0.3 * std::exp(-h));
+    const double px = pd[b * V + xs[b]];
+    if (std::fabs(px - thr) < 1e-5) continue;  // too close to call in float
+    ++checked;
+    accepted += px > thr;
+    eps_branch += thr == 0.09;
+    EXPECT_EQ(acc[b], px > thr ? 1 : 0) << "row " << b << " p(x) " << px << " thr " << thr;
+  }
+  if (std::getenv("EARS_VERIFY_TEST_VERBOSE")) std::printf("typical checked %d accepted %d eps %d\n", checked, accepted, eps_branch);
+  EXPECT_GT(checked, B * 8 / 10);
+  EXPECT_GT(accepted, B / 4);
+  EXPECT_GT(eps_branch, B / 20);
+  EXPECT_LT(eps_branch, B * 19 / 20);
 }
 
 TEST(VerifyGreedy, AcceptsArgmaxPrefix) {
