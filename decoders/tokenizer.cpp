@@ -1107,6 +1107,33 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
   return out;
 }
 
+std::vector<std::string> Tokenizer::pretokenize(std::string_view text) const {
+  const Impl& im = *impl_;
+  std::vector<std::string> out;
+  std::vector<MatchData> md(im.splits.size());
+  std::function<void(std::string_view, std::size_t)> split = [&](std::string_view s, std::size_t level) {
+    if (level == im.splits.size()) {
+      if (!s.empty()) out.emplace_back(s);
+      return;
+    }
+    im.splits[level].split(s, md[level].md, [&](std::size_t b, std::size_t e) { split(s.substr(b, e - b), level + 1); });
+  };
+  auto normalizable = [&](std::string_view piece) {
+    std::string buf;
+    if (!utf8_is_valid(piece)) {
+      buf = utf8_sanitize(piece);
+      piece = buf;
+    }
+    if (im.nfc && !is_ascii(piece)) {
+      buf = utf8_nfc(piece);
+      piece = buf;
+    }
+    im.norm_matcher.split(piece, [&](std::string_view s) { split(s, 0); }, [](int32_t) {});
+  };
+  im.raw_matcher.split(text, normalizable, [](int32_t) {});
+  return out;
+}
+
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
   std::string bytes;
   for (int32_t id : ids) {

@@ -26,6 +26,9 @@ class Tokenizer {
   static Tokenizer load(const std::filesystem::path& path);
 
   std::vector<int32_t> encode(std::string_view text) const;
+  // The pre-tokens BPE would see, as raw bytes: added tokens are split off and dropped, the
+  // rest is normalized and split by the pre-tokenizer regexes (used by the BPE trainer).
+  std::vector<std::string> pretokenize(std::string_view text) const;
   // Concatenates the tokens' bytes and decodes as UTF-8 (invalid bytes -> U+FFFD, like HF
   // errors="replace"). Ids without a token are ignored. skip_special drops special added tokens.
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;

@@ -1,5 +1,83 @@
+// `ears-bench bench <bandwidth|forward|verify|e2e>`: performance benchmarks (harness/bench.h).
 #include <CLI/CLI.hpp>
+
+#include <memory>
+
+#include "harness/bench.h"
 #include "harness/commands.h"
+
 namespace ears {
-void add_bench_commands(CLI::App&, CommonOptions&, int&) {}
+namespace {
+
+// The options every bench subcommand shares. --json and --threads land in CommonOptions.
+void add_common(CLI::App* sub, CommonOptions& common, BenchCommon& bc) {
+  sub->add_flag("--json", common.json, "Print one JSON object instead of Markdown");
+  sub->add_option("--threads", common.threads, "LibTorch intra-op threads (0 = all cores)")->capture_default_str();
+  sub->add_option("--repeats", bc.repeats, "Timed repeats per measurement (0 = the command's default)")
+      ->capture_default_str();
+  sub->add_flag("--quick", bc.quick, "Tiny sizes and repeats (smoke test; numbers are not meaningful)");
+  sub->add_option("--device", bc.device, "cpu | cuda | cuda:N")->capture_default_str();
 }
+
+BenchCommon merged(const CommonOptions& common, BenchCommon bc) {
+  bc.threads = common.threads;
+  bc.json = common.json;
+  return bc;
+}
+
+}  // namespace
+
+void add_bench_commands(CLI::App& app, CommonOptions& common, int& exit_code) {
+  auto* bench = app.add_subcommand("bench", "Performance benchmarks: bandwidth, forward, verify, e2e");
+  bench->require_subcommand(1);
+  auto bc = std::make_shared<BenchCommon>();
+  {
+    auto* sub = bench->add_subcommand("bandwidth", "Memory bandwidth: read (at::sum) and copy, in GB/s");
+    add_common(sub, common, *bc);
+    sub->callback([bc, &common, &exit_code] { exit_code = run_bench_bandwidth(merged(common, *bc)); });
+  }
+  {
+    auto args = std::make_shared<ForwardBenchArgs>();
+    auto* sub = bench->add_subcommand(
+        "forward", "Target decode-step time (1 and γ+1 tokens, 128-token context) vs the bandwidth floor");
+    add_common(sub, common, *bc);
+    sub->add_option("--model", args->model, "Checkpoint directory (default: a generated ~100M Qwen3)");
+    sub->add_option("--dtype", args->dtypes, "bfloat16 | float32 | float16 (repeatable; default: bfloat16 and float32)");
+    sub->add_option("--batch", args->batches, "Batch sizes, e.g. 1,4,16")->delimiter(',');
+    sub->add_option("--gamma", args->gamma, "Draft tokens per step (a verify forward scores γ+1)")->capture_default_str();
+    sub->add_option("--context", args->context, "Positions already in the KV cache")->capture_default_str();
+    sub->callback([args, bc, &common, &exit_code] { exit_code = run_bench_forward(*args, merged(common, *bc)); });
+  }
+  {
+    auto args = std::make_shared<VerifyBenchArgs>();
+    auto* sub = bench->add_subcommand(
+        "verify", "Verifier cost (process_logits + verify) per step over a Qwen3-sized vocabulary");
+    add_common(sub, common, *bc);
+    sub->add_option("--vocab", args->vocab, "Vocabulary size (ignored with --quick)")->capture_default_str();
+    sub->add_option("--batch", args->batches, "Batch sizes, e.g. 1,32")->delimiter(',');
+    sub->add_option("--gamma", args->gamma, "Draft tokens per step")->capture_default_str();
+    sub->add_option("--temperature", args->temperature, "Sampling temperature for process_logits")->capture_default_str();
+    sub->add_option("--beta", args->beta, "EARS beta")->capture_default_str();
+    sub->add_option("--dtype", args->dtype, "dtype of the reference target forward")->capture_default_str();
+    sub->callback([args, bc, &common, &exit_code] { exit_code = run_bench_verify(*args, merged(common, *bc)); });
+  }
+  {
+    auto args = std::make_shared<E2eBenchArgs>();
+    auto* sub = bench->add_subcommand("e2e", "Engine tokens/s: target-only vs speculative (baseline, ears, typical)");
+    add_common(sub, common, *bc);
+    sub->add_option("--target", args->target, "Target checkpoint directory")->required();
+    sub->add_option("--draft", args->draft, "Draft checkpoint directory")->required();
+    sub->add_option("--draft-kind", args->draft_kind, "eagle3 | model")->capture_default_str();
+    sub->add_option("--dtype", args->dtype, "auto | bfloat16 | float32 | float16")->capture_default_str();
+    sub->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids (default: a fixed 32-id prompt)");
+    sub->add_option("--temperature", args->temperatures, "Temperatures, e.g. 0,0.9 (default: 0 and 0.9)")->delimiter(',');
+    sub->add_option("--gamma", args->gamma, "Draft tokens per step")->capture_default_str();
+    sub->add_option("--max-new-tokens", args->max_new_tokens)->capture_default_str();
+    sub->add_option("--beta", args->beta, "EARS beta")->capture_default_str();
+    sub->add_option("--seed", args->seed, "Run seed")->capture_default_str();
+    sub->add_flag("--distortion", args->distortion, "Also compute the engine's TV-distortion metric each step");
+    sub->callback([args, bc, &common, &exit_code] { exit_code = run_bench_e2e(*args, merged(common, *bc)); });
+  }
+}
+
+}  // namespace ears

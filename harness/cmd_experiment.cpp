@@ -1,5 +1,172 @@
+// Experiment commands: run, validate, report, merge, gate (harness/runner.h does the work).
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include "harness/commands.h"
+#include "harness/error.h"
+#include "harness/gate.h"
+#include "harness/runner.h"
+#include "reports/report.h"
+
 namespace ears {
-void add_experiment_commands(CLI::App&, CommonOptions&, int&) {}
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::string read_text(const fs::path& p, const std::string& what) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) fail("{}: cannot read {} ({})", p.string(), what, std::strerror(errno));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
+
+std::vector<fs::path> as_paths(const std::vector<std::string>& v) { return {v.begin(), v.end()}; }
+
+void check_run_dirs(const std::vector<std::string>& dirs) {
+  for (const auto& d : dirs) {
+    if (!fs::is_directory(d)) fail("{}: not a directory; pass run directories written by 'ears-bench run'", d);
+    if (!fs::exists(fs::path(d) / kRunMetaFile))
+      fail("{}: no {} inside; pass run directories written by 'ears-bench run'", d, kRunMetaFile);
+  }
+}
+
+struct ReportArgs {
+  std::vector<std::string> dirs;
+  std::string out;
+  bool quiet = false;
+};
+
+int run_report(const ReportArgs& a) {
+  check_run_dirs(a.dirs);
+  if (a.out.empty() && a.dirs.size() > 1)
+    fail("report: {} run directories are combined into one report; pass --out DIR for it", a.dirs.size());
+  const fs::path out = a.out.empty() ? fs::path(a.dirs.front()) : fs::path(a.out);
+  const Report report = report_from_run_dirs(as_paths(a.dirs));
+  write_report_files(report, out);
+  if (!a.quiet) fmt::print("{}\n", render_markdown(report));
+  fmt::print("Report written to {}{}\n", out.string(), report.partial ? " (PARTIAL)" : "");
+  return 0;
+}
+
+struct MergeArgs {
+  std::string out;
+  std::vector<std::string> shards;
+  bool quiet = false;
+};
+
+int run_merge(const MergeArgs& a) {
+  check_run_dirs(a.shards);
+  for (const auto& s : a.shards)
+    if (fs::exists(a.out) && fs::exists(s) && fs::equivalent(a.out, s))
+      fail("merge: OUT_DIR '{}' is one of the shard directories; pass a new directory", a.out);
+  merge_run_dirs(as_paths(a.shards), a.out);
+  const fs::path cfg = fs::path(a.shards.front()) / runner::kConfigFile;
+  if (fs::exists(cfg)) write_file_atomic(fs::path(a.out) / runner::kConfigFile, read_text(cfg, "the config"));
+  const Report report = report_from_run_dirs(as_paths(a.shards));
+  write_report_files(report, a.out);
+  if (!a.quiet) fmt::print("{}\n", render_markdown(report));
+  fmt::print("Merged {} run directories into {}{}\n", a.shards.size(), a.out, report.partial ? " (PARTIAL)" : "");
+  return 0;
+}
+
+struct GateArgs {
+  std::string dir;
+  std::string rules;
+  std::vector<std::string> checks;
+  std::string json_out;
+};
+
+int run_gate(const GateArgs& a) {
+  const fs::path report_file = fs::path(a.dir) / "report.json";
+  if (!fs::exists(report_file))
+    fail("{}: not found; gate a run directory with a report (see 'ears-bench run' / 'ears-bench report {}')",
+         report_file.string(), a.dir);
+  json j;
+  try {
+    j = json::parse(read_text(report_file, "the report"));
+  } catch (const json::parse_error& e) {
+    fail("{}: invalid JSON ({}); re-render it with 'ears-bench report {}'", report_file.string(), e.what(), a.dir);
+  }
+  const Report report = report_from_json(j);
+  std::vector<GateCheck> checks;
+  if (!a.rules.empty()) {
+    auto more = runner::parse_gate_rules_file(read_text(a.rules, "the gate rules"), a.rules);
+    checks.insert(checks.end(), more.begin(), more.end());
+  }
+  for (const auto& c : a.checks) checks.push_back(runner::parse_gate_rule_text(c, "--check"));
+  std::string origin = "command line";
+  if (checks.empty()) {
+    checks = runner::gate_checks_from_config(report.config);
+    origin = "the run's config";
+  }
+  if (checks.empty())
+    fail("gate: no rules; pass --rules FILE or --check \"ARM METRIC OP VALUE\", or add 'gates:' to the experiment config");
+  checks = runner::expand_gate_checks(checks, report);
+  const GateResult result = evaluate_gates(report, checks);
+  const fs::path out = a.json_out.empty() ? fs::path(a.dir) / "gate.json" : fs::path(a.json_out);
+  write_gate_json(result, out, report.partial);
+  fmt::print("Gate of {} ({} rule(s) from {}):\n{}", a.dir, checks.size(), origin, gate_table(result));
+  if (report.partial) fmt::print("note: the report is PARTIAL (an interrupted or incomplete run)\n");
+  fmt::print("{} -> {}\n", result.all_passed ? "PASS" : "FAIL", out.string());
+  return result.all_passed ? 0 : 1;
+}
+
+}  // namespace
+
+void add_experiment_commands(CLI::App& app, CommonOptions&, int& exit_code) {
+  {
+    auto o = std::make_shared<runner::RunOptions>();
+    auto* sub = app.add_subcommand("run", "Run an experiment: every arm over the same prompts and seeds; writes a run directory");
+    sub->add_option("config", o->config_file, "Experiment YAML (omit with --resume)");
+    sub->add_option("--set", o->overrides, "Override a config key, e.g. --set decoding.gamma=3 (repeatable)")->allow_extra_args(false);
+    sub->add_option("--out", o->out_dir, "Run directory (default: run.output_dir, else runs/<name>-<timestamp>)");
+    sub->add_option("--resume", o->resume_dir, "Continue an interrupted run in this directory (uses its config.yaml)");
+    sub->add_option("--shard", o->shard, "Run only requests with index % N == i, e.g. --shard 0/4 (combine with 'merge')");
+    sub->add_option("--limit", o->limit, "Use at most the first N requests of the dataset");
+    sub->add_option("--threads", o->threads, "LibTorch intra-op threads (default: run.threads; 0 = all cores)");
+    sub->add_flag("--quiet", o->quiet, "No progress display and no report table");
+    sub->callback([o, &exit_code] { exit_code = runner::run_experiment(*o); });
+  }
+  {
+    auto file = std::make_shared<std::string>();
+    auto overrides = std::make_shared<std::vector<std::string>>();
+    auto* sub = app.add_subcommand("validate", "Print the fully resolved config; check model paths and the dataset");
+    sub->add_option("config", *file, "Experiment YAML")->required();
+    sub->add_option("--set", *overrides, "Override a config key (repeatable)")->allow_extra_args(false);
+    sub->callback([file, overrides, &exit_code] { exit_code = runner::validate_experiment(*file, *overrides); });
+  }
+  {
+    auto a = std::make_shared<ReportArgs>();
+    auto* sub = app.add_subcommand("report", "Re-render a run's report, or combine several run directories into one");
+    sub->add_option("run_dirs", a->dirs, "Run directories")->required();
+    sub->add_option("--out", a->out, "Where to write the report (default: the run directory; required for several)");
+    sub->add_flag("--quiet", a->quiet, "Do not print the report table");
+    sub->callback([a, &exit_code] { exit_code = run_report(*a); });
+  }
+  {
+    auto a = std::make_shared<MergeArgs>();
+    auto* sub = app.add_subcommand("merge", "Merge shard run directories into OUT_DIR (results, run_meta, report)");
+    sub->add_option("out_dir", a->out, "Merged run directory")->required();
+    sub->add_option("shard_dirs", a->shards, "Shard run directories")->required();
+    sub->add_flag("--quiet", a->quiet, "Do not print the report table");
+    sub->callback([a, &exit_code] { exit_code = run_merge(*a); });
+  }
+  {
+    auto a = std::make_shared<GateArgs>();
+    auto* sub = app.add_subcommand("gate", "Check a run's report against thresholds; exit 0 pass, 1 fail, 2 bad input");
+    sub->add_option("run_dir", a->dir, "Run directory with report.json")->required();
+    sub->add_option("--rules", a->rules, "File with one rule per line ('ARM: METRIC OP VALUE'; # comments)");
+    sub->add_option("--check", a->checks, "A rule, e.g. --check \"ears accuracy_delta_pp >= -1\" (repeatable)")->allow_extra_args(false);
+    sub->add_option("--json", a->json_out, "Where to write gate.json (default: RUN_DIR/gate.json)");
+    sub->callback([a, &exit_code] { exit_code = run_gate(*a); });
+  }
+}
+
+}  // namespace ears

@@ -13,5 +13,6 @@ struct CommonOptions {
 void add_model_commands(CLI::App& app, CommonOptions& common, int& exit_code);   // forward, tokenize, generate
 void add_bench_commands(CLI::App& app, CommonOptions& common, int& exit_code);   // bench
 void add_experiment_commands(CLI::App& app, CommonOptions& common, int& exit_code);  // run, validate, report, merge, gate
+void add_train_commands(CLI::App& app, CommonOptions& common, int& exit_code);       // train tokenizer|target|eagle3
 
 }  // namespace ears

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   ears::add_model_commands(app, common, exit_code);
   ears::add_bench_commands(app, common, exit_code);
   ears::add_experiment_commands(app, common, exit_code);
+  ears::add_train_commands(app, common, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

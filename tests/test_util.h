@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace ears::test {
 
@@ -16,6 +18,48 @@ inline std::filesystem::path shared_dir() {
   if (const char* env = std::getenv("EARS_SHARED_DIR")) return env;
   auto p = source_dir().parent_path() / "shared";
   return std::filesystem::exists(p) ? p : std::filesystem::path();
+}
+
+// The built ears-bench executable (ctest sets EARS_BENCH_EXE).
+inline std::string exe() {
+  const char* e = std::getenv("EARS_BENCH_EXE");
+  return e ? e : "";
+}
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// Runs `ears-bench <args>` through the shell, capturing stdout and stderr (args are shell words).
+inline CommandResult run_ears(const std::string& args) {
+  static int counter = 0;
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string tag = std::to_string(::getpid()) + "_" + std::to_string(counter++);
+  const auto out = dir / ("ears_out_" + tag), err = dir / ("ears_err_" + tag);
+  const std::string cmd = "'" + exe() + "' " + args + " >'" + out.string() + "' 2>'" + err.string() + "'";
+  const int status = std::system(cmd.c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream o(out), e(err);
+  std::stringstream so, se;
+  so << o.rdbuf();
+  se << e.rdbuf();
+  r.out = so.str();
+  r.err = se.str();
+  std::filesystem::remove(out);
+  std::filesystem::remove(err);
+  return r;
+}
+
+// A fresh empty directory under the system temp dir.
+inline std::filesystem::path temp_dir(const std::string& name) {
+  static int counter = 0;
+  auto p = std::filesystem::temp_directory_path() /
+           ("ears_" + name + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  std::filesystem::remove_all(p);
+  std::filesystem::create_directories(p);
+  return p;
 }
 
 inline std::string read_file(const std::filesystem::path& p) {

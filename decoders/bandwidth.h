@@ -1,0 +1,37 @@
+// Memory-bandwidth probe: the denominator of the decode-step floor.
+//
+// A decode step of a dense LM streams every weight once (plus the KV span it attends over), so
+// its lower bound is  floor = bytes read ÷ read bandwidth.  Two readings are taken, each the best
+// of `runs` timed passes over a buffer much larger than the last-level cache, using LibTorch's
+// own intra-op thread pool (at::get_num_threads()):
+//   read  — at::sum over a float32 buffer of `bytes`: bytes READ per second. A matmul against a
+//           weight matrix is a read stream too, so THIS is the reading the floor uses.
+//   copy  — dst.copy_(src) of `bytes`: (bytes read + bytes written) per second, i.e. 2·bytes/time
+//           (the STREAM "copy" convention). Printed for reference; usually lower than `read`
+//           per direction because writes cost read-for-ownership traffic.
+// GB/s here is 1e9 bytes per second.
+#pragma once
+#include <c10/core/Device.h>
+
+#include <cstdint>
+
+namespace ears {
+
+struct BandwidthOptions {
+  int64_t bytes = int64_t{512} << 20;  // per buffer (copy uses two)
+  int runs = 5;                         // timed passes per kernel (best kept), after one warm-up
+  c10::Device device = c10::Device(c10::kCPU);
+};
+
+struct BandwidthResult {
+  int64_t bytes = 0;      // buffer size
+  int runs = 0;
+  int threads = 0;        // LibTorch intra-op threads in effect
+  double read_gbps = 0;   // bytes / best time of at::sum
+  double copy_gbps = 0;   // 2·bytes / best time of copy_
+  double read_s = 0, copy_s = 0;  // best times
+};
+
+BandwidthResult measure_bandwidth(const BandwidthOptions& opt = {});
+
+}  // namespace ears

@@ -1,0 +1,283 @@
+#include "decoders/bpe_trainer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+#include <queue>
+#include <unordered_map>
+
+#include "decoders/tokenizer.h"
+#include "harness/error.h"
+
+namespace ears {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+constexpr const char* kQwen3Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// GPT-2 bytes_to_unicode: id order of the 256 byte tokens and their printable code points.
+struct ByteTable {
+  std::array<int32_t, 256> id_of_byte{};
+  std::array<uint8_t, 256> byte_of_id{};
+  std::array<uint32_t, 256> cp_of_byte{};
+  ByteTable() {
+    int32_t next_id = 0;
+    uint32_t extra = 256;
+    auto printable = [](int b) { return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE; };
+    for (int b = 0; b < 256; ++b)
+      if (printable(b)) {
+        id_of_byte[b] = next_id;
+        byte_of_id[next_id++] = uint8_t(b);
+        cp_of_byte[b] = uint32_t(b);
+      }
+    for (int b = 0; b < 256; ++b)
+      if (!printable(b)) {
+        id_of_byte[b] = next_id;
+        byte_of_id[next_id++] = uint8_t(b);
+        cp_of_byte[b] = extra++;
+      }
+  }
+};
+
+const ByteTable& bytes_table() {
+  static const ByteTable t;
+  return t;
+}
+
+void append_utf8(std::string& s, uint32_t cp) {
+  if (cp < 0x80) {
+    s.push_back(char(cp));
+  } else if (cp < 0x800) {
+    s.push_back(char(0xC0 | (cp >> 6)));
+    s.push_back(char(0x80 | (cp & 0x3F)));
+  } else {
+    s.push_back(char(0xE0 | (cp >> 12)));
+    s.push_back(char(0x80 | ((cp >> 6) & 0x3F)));
+    s.push_back(char(0x80 | (cp & 0x3F)));
+  }
+}
+
+// Raw bytes -> byte-level token string ("Ġworld").
+std::string byte_level(const std::string& raw) {
+  std::string s;
+  for (unsigned char b : raw) append_utf8(s, bytes_table().cp_of_byte[b]);
+  return s;
+}
+
+ojson added_entry(int32_t id, const std::string& content, bool special) {
+  ojson e;
+  e["id"] = id;
+  e["content"] = content;
+  e["single_word"] = false;
+  e["lstrip"] = false;
+  e["rstrip"] = false;
+  e["normalized"] = false;
+  e["special"] = special;
+  return e;
+}
+
+// tokenizer.json with the given vocab (raw bytes by id), merges (pairs of ids) and added tokens
+// starting at id first_added.
+std::string tokenizer_json(const std::vector<std::string>& vocab, const std::vector<std::pair<int32_t, int32_t>>& merges,
+                           const BpeTrainerOptions& o) {
+  ojson root;
+  root["version"] = "1.0";
+  root["truncation"] = nullptr;
+  root["padding"] = nullptr;
+  ojson added = ojson::array();
+  int32_t id = static_cast<int32_t>(vocab.size());
+  for (const auto& t : o.special_tokens) added.push_back(added_entry(id++, t, true));
+  for (const auto& t : o.added_tokens) added.push_back(added_entry(id++, t, false));
+  root["added_tokens"] = std::move(added);
+  root["normalizer"] = {{"type", "NFC"}};
+  ojson byte_level_step = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
+  ojson split = {{"type", "Split"}, {"pattern", {{"Regex", kQwen3Pattern}}}, {"behavior", "Isolated"}, {"invert", false}};
+  root["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", ojson::array({split, byte_level_step})}};
+  root["post_processor"] = byte_level_step;
+  root["decoder"] = byte_level_step;
+  ojson model;
+  model["type"] = "BPE";
+  model["dropout"] = nullptr;
+  model["unk_token"] = nullptr;
+  model["continuing_subword_prefix"] = "";
+  model["end_of_word_suffix"] = "";
+  model["fuse_unk"] = false;
+  model["byte_fallback"] = false;
+  model["ignore_merges"] = false;
+  ojson v = ojson::object();
+  for (std::size_t i = 0; i < vocab.size(); ++i) v[byte_level(vocab[i])] = static_cast<int32_t>(i);
+  model["vocab"] = std::move(v);
+  ojson m = ojson::array();
+  for (const auto& [a, b] : merges) m.push_back(ojson::array({byte_level(vocab[a]), byte_level(vocab[b])}));
+  model["merges"] = std::move(m);
+  root["model"] = std::move(model);
+  return root.dump(1) + "\n";
+}
+
+std::string tokenizer_config_json(int32_t first_added, const BpeTrainerOptions& o) {
+  ojson root;
+  root["add_bos_token"] = false;
+  root["add_prefix_space"] = false;
+  ojson dec = ojson::object();
+  int32_t id = first_added;
+  for (const auto& t : o.special_tokens) {
+    ojson e = added_entry(id, t, true);
+    e.erase("id");
+    dec[std::to_string(id++)] = std::move(e);
+  }
+  for (const auto& t : o.added_tokens) {
+    ojson e = added_entry(id, t, false);
+    e.erase("id");
+    dec[std::to_string(id++)] = std::move(e);
+  }
+  root["added_tokens_decoder"] = std::move(dec);
+  root["bos_token"] = nullptr;
+  root["clean_up_tokenization_spaces"] = false;
+  root["eos_token"] = o.eos_token;
+  root["errors"] = "replace";
+  root["model_max_length"] = o.model_max_length;
+  root["pad_token"] = o.pad_token;
+  root["split_special_tokens"] = false;
+  root["tokenizer_class"] = "Qwen2Tokenizer";
+  root["unk_token"] = nullptr;
+  return root.dump(2) + "\n";
+}
+
+void write_text(const std::filesystem::path& file, const std::string& text) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  if (!out) fail("{}: cannot open for writing", file.string());
+  out << text;
+  if (!out) fail("{}: write failed", file.string());
+}
+
+uint64_t key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
+
+struct HeapItem {
+  int64_t count;
+  int32_t a, b;
+  bool operator<(const HeapItem& o) const {  // max-heap on count, then smaller (a, b) first
+    if (count != o.count) return count < o.count;
+    return std::tie(a, b) > std::tie(o.a, o.b);
+  }
+};
+
+}  // namespace
+
+BpeTrainerResult train_bpe_tokenizer(const std::vector<std::string>& corpus, const BpeTrainerOptions& o,
+                                     const std::filesystem::path& out_dir) {
+  const int32_t n_added = static_cast<int32_t>(o.special_tokens.size() + o.added_tokens.size());
+  if (o.vocab_size < 256 + n_added)
+    fail("BPE trainer: vocab_size {} leaves no room for the 256 byte tokens and {} added tokens (use >= {})",
+         o.vocab_size, n_added, 256 + n_added);
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) fail("{}: cannot create the tokenizer directory: {}", out_dir.string(), ec.message());
+
+  // Byte vocabulary, and a merge-free skeleton whose pre-tokenizer we use.
+  std::vector<std::string> vocab(256);
+  for (int32_t i = 0; i < 256; ++i) vocab[i] = std::string(1, char(bytes_table().byte_of_id[i]));
+  std::vector<std::pair<int32_t, int32_t>> merges;
+  write_text(out_dir / "tokenizer.json", tokenizer_json(vocab, merges, o));
+  const Tokenizer skeleton = Tokenizer::load(out_dir / "tokenizer.json");
+
+  BpeTrainerResult res;
+  std::unordered_map<std::string, int64_t> word_counts;
+  for (const std::string& text : corpus) {
+    res.corpus_bytes += text.size();
+    for (std::string& w : skeleton.pretokenize(text)) ++word_counts[std::move(w)];
+  }
+  // Deterministic word order (unordered_map iteration order is not portable).
+  std::vector<std::pair<std::string, int64_t>> sorted(word_counts.begin(), word_counts.end());
+  std::sort(sorted.begin(), sorted.end());
+  res.unique_words = sorted.size();
+  std::vector<std::vector<int32_t>> words(sorted.size());
+  std::vector<int64_t> counts(sorted.size());
+  for (std::size_t w = 0; w < sorted.size(); ++w) {
+    counts[w] = sorted[w].second;
+    for (unsigned char c : sorted[w].first) words[w].push_back(bytes_table().id_of_byte[c]);
+  }
+
+  std::unordered_map<uint64_t, int64_t> pair_count;
+  std::unordered_map<uint64_t, std::vector<int32_t>> where;  // may hold stale or repeated entries
+  auto add_pairs = [&](int32_t w, int64_t sign) {
+    const auto& s = words[w];
+    for (std::size_t i = 0; i + 1 < s.size(); ++i) {
+      const uint64_t k = key(s[i], s[i + 1]);
+      pair_count[k] += sign * counts[w];
+      if (sign > 0) where[k].push_back(w);
+    }
+  };
+  for (int32_t w = 0; w < static_cast<int32_t>(words.size()); ++w) add_pairs(w, +1);
+  std::priority_queue<HeapItem> heap;
+  for (const auto& [k, c] : pair_count) heap.push({c, int32_t(k >> 32), int32_t(k & 0xFFFFFFFF)});
+
+  const int32_t max_merges = o.vocab_size - 256 - n_added;
+  std::vector<uint32_t> stamp(words.size(), 0);
+  uint32_t round = 0;
+  std::unordered_map<std::string, int32_t> id_of;  // a merge that re-creates an existing string reuses its id
+  for (int32_t i = 0; i < 256; ++i) id_of.emplace(vocab[i], i);
+  while (static_cast<int32_t>(vocab.size()) < 256 + max_merges && !heap.empty()) {
+    const HeapItem top = heap.top();
+    heap.pop();
+    const uint64_t k = key(top.a, top.b);
+    auto pc = pair_count.find(k);
+    if (pc == pair_count.end() || pc->second != top.count) continue;  // stale entry
+    if (top.count < o.min_frequency || top.count <= 0) break;
+    std::string joined = vocab[top.a] + vocab[top.b];
+    auto [found, fresh] = id_of.emplace(joined, static_cast<int32_t>(vocab.size()));
+    const int32_t merged = found->second;
+    if (fresh) vocab.push_back(std::move(joined));
+    merges.emplace_back(top.a, top.b);
+    ++round;
+    std::vector<int32_t> affected = std::move(where[k]);
+    where.erase(k);
+    std::vector<uint64_t> touched;
+    for (int32_t w : affected) {
+      if (stamp[w] == round) continue;
+      stamp[w] = round;
+      auto& s = words[w];
+      bool has = false;
+      for (std::size_t i = 0; i + 1 < s.size() && !has; ++i) has = s[i] == top.a && s[i + 1] == top.b;
+      if (!has) continue;
+      for (std::size_t i = 0; i + 1 < s.size(); ++i) touched.push_back(key(s[i], s[i + 1]));
+      add_pairs(w, -1);
+      std::vector<int32_t> ns;
+      ns.reserve(s.size());
+      for (std::size_t i = 0; i < s.size(); ++i) {
+        if (i + 1 < s.size() && s[i] == top.a && s[i + 1] == top.b) {
+          ns.push_back(merged);
+          ++i;
+        } else {
+          ns.push_back(s[i]);
+        }
+      }
+      s = std::move(ns);
+      add_pairs(w, +1);
+      for (std::size_t i = 0; i + 1 < s.size(); ++i) touched.push_back(key(s[i], s[i + 1]));
+    }
+    pair_count.erase(k);
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (uint64_t t : touched) {
+      auto it = pair_count.find(t);
+      if (it == pair_count.end()) continue;
+      if (it->second <= 0) {
+        pair_count.erase(it);
+        continue;
+      }
+      heap.push({it->second, int32_t(t >> 32), int32_t(t & 0xFFFFFFFF)});
+    }
+  }
+
+  write_text(out_dir / "tokenizer.json", tokenizer_json(vocab, merges, o));
+  write_text(out_dir / "tokenizer_config.json", tokenizer_config_json(static_cast<int32_t>(vocab.size()), o));
+  res.merges = merges.size();
+  res.vocab_size = static_cast<int32_t>(vocab.size()) + n_added;
+  return res;
+}
+
+}  // namespace ears

@@ -1,0 +1,76 @@
+#include "decoders/safetensors_writer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+
+#include "harness/error.h"
+
+namespace ears {
+
+uint64_t safetensors_element_size(const std::string& dtype) {
+  static const std::map<std::string, uint64_t> sizes = {{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2},
+                                                         {"I64", 8}, {"I32", 4}, {"I16", 2}, {"I8", 1},
+                                                         {"U8", 1},  {"BOOL", 1}};
+  auto it = sizes.find(dtype);
+  if (it == sizes.end())
+    fail("safetensors writer: dtype '{}' is not supported (use F64, F32, F16, BF16, I64, I32, I16, I8, U8 or BOOL)",
+         dtype);
+  return it->second;
+}
+
+std::string safetensors_serialize(const SafetensorsBlobs& tensors, const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) {
+    nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : metadata) meta[k] = v;
+    header["__metadata__"] = std::move(meta);
+  }
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    if (name.empty() || name == "__metadata__")
+      fail("safetensors writer: invalid tensor name '{}'", name);
+    uint64_t numel = 1;
+    for (int64_t d : t.shape) {
+      if (d < 0) fail("safetensors writer: tensor '{}' has a negative dimension {}", name, d);
+      numel *= static_cast<uint64_t>(d);
+    }
+    const uint64_t want = numel * safetensors_element_size(t.dtype);
+    if (t.bytes.size() != want)
+      fail("safetensors writer: tensor '{}' ({} with {} elements) needs {} bytes but {} were given", name, t.dtype,
+           numel, want, t.bytes.size());
+    nlohmann::ordered_json e;
+    e["dtype"] = t.dtype;
+    e["shape"] = t.shape;
+    e["data_offsets"] = {offset, offset + want};
+    header[name] = std::move(e);
+    offset += want;
+  }
+  std::string json = header.dump();
+  while ((8 + json.size()) % 8 != 0) json.push_back(' ');
+  std::string out;
+  out.reserve(8 + json.size() + offset);
+  const uint64_t n = json.size();
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xFF));
+  out += json;
+  for (const auto& [name, t] : tensors) out += t.bytes;
+  return out;
+}
+
+void write_safetensors(const std::filesystem::path& file, const SafetensorsBlobs& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  const std::string bytes = safetensors_serialize(tensors, metadata);
+  const std::filesystem::path tmp = file.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) fail("{}: cannot open for writing (does the directory exist and is it writable?)", tmp.string());
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out) fail("{}: write failed (disk full?)", tmp.string());
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, file, ec);
+  if (ec) fail("{}: cannot rename {} into place: {}", file.string(), tmp.string(), ec.message());
+}
+
+}  // namespace ears

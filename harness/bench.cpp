@@ -1,0 +1,723 @@
+#include "harness/bench.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "decoders/bandwidth.h"
+#include "decoders/engine.h"
+#include "decoders/model.h"
+#include "decoders/runtime.h"
+#include "decoders/sampling.h"
+#include "decoders/verify.h"
+#include "harness/error.h"
+#include "harness/model_setup.h"
+
+namespace ears {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// ---- environment, bandwidth, output ---------------------------------------------------------
+
+json environment(int threads) {
+  std::string model = "unknown";
+  std::vector<std::string> flags;
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto value = [&] { auto c = line.find(':'); return c == std::string::npos ? std::string() : line.substr(c + 2); };
+    if (model == "unknown" && line.rfind("model name", 0) == 0) model = value();
+    if (flags.empty() && line.rfind("flags", 0) == 0) {
+      std::istringstream f(value());
+      std::string flag;
+      while (f >> flag)
+        if (flag == "avx2" || flag == "avx512f" || flag == "avx512_bf16" || flag == "amx_bf16" || flag == "avx512_fp16")
+          flags.push_back(flag);
+    }
+  }
+  return {{"threads", threads},
+          {"torch_version", torch_version()},
+          {"cpu_model", model},
+          {"logical_cpus", std::thread::hardware_concurrency()},
+          {"cpu_flags", flags}};
+}
+
+json bandwidth_json(const BandwidthResult& r, const std::string& when) {
+  return {{"when", when},         {"bytes", r.bytes},         {"runs", r.runs},
+          {"threads", r.threads}, {"read_gbps", r.read_gbps}, {"copy_gbps", r.copy_gbps}};
+}
+
+const json kBandwidthConventions = {
+    {"read_gbps", "bytes read per second by at::sum over a float32 buffer (best of runs); 1 GB = 1e9 bytes"},
+    {"copy_gbps", "(bytes read + bytes written) per second of dst.copy_(src) (STREAM copy convention)"},
+    {"floor", "floor = bytes a step must read (weights + KV span) / read_gbps; the higher of the run's readings"}};
+
+BandwidthOptions bandwidth_options(const BenchCommon& c, c10::Device device) {
+  BandwidthOptions o;
+  o.device = device;
+  if (c.quick) o.bytes = int64_t{16} << 20, o.runs = 2;
+  return o;
+}
+
+struct Column {
+  std::string key, header;
+  int decimals = -1;  // < 0: printed as is (integers, strings)
+};
+
+std::string cell(const json& v, int decimals) {
+  if (v.is_null()) return "-";
+  if (v.is_string()) return v.get<std::string>();
+  if (decimals >= 0 && v.is_number()) return fmt::format("{:.{}f}", v.get<double>(), decimals);
+  return v.dump();
+}
+
+std::string markdown_table(const std::vector<Column>& cols, const json& rows) {
+  std::string out = "|";
+  for (const auto& c : cols) out += " " + c.header + " |";
+  out += "\n|";
+  for (const auto& c : cols) out += c.decimals >= 0 ? " ---: |" : " --- |";
+  out += "\n";
+  for (const auto& r : rows) {
+    out += "|";
+    for (const auto& c : cols) out += " " + cell(r.contains(c.key) ? r[c.key] : json(), c.decimals) + " |";
+    out += "\n";
+  }
+  return out;
+}
+
+std::string env_line(const json& env) {
+  std::string flags;
+  for (const auto& f : env["cpu_flags"]) flags += (flags.empty() ? "" : " ") + f.get<std::string>();
+  return fmt::format("- environment: {} LibTorch threads, LibTorch {}, CPU: {} ({} logical CPUs; {})",
+                     env["threads"].get<int>(), env["torch_version"].get<std::string>(),
+                     env["cpu_model"].get<std::string>(), env["logical_cpus"].get<int>(), flags.empty() ? "-" : flags);
+}
+
+std::string bandwidth_lines(const json& readings) {
+  std::string out;
+  for (const auto& b : readings)
+    out += fmt::format("- bandwidth ({}): read {:.1f} GB/s (at::sum, float32, {} MiB, best of {}), copy {:.1f} GB/s "
+                       "(read+write)\n",
+                       b["when"].get<std::string>(), b["read_gbps"].get<double>(), b["bytes"].get<int64_t>() >> 20,
+                       b["runs"].get<int>(), b["copy_gbps"].get<double>());
+  return out;
+}
+
+double max_read(const json& readings) {
+  double m = 0;
+  for (const auto& b : readings) m = std::max(m, b["read_gbps"].get<double>());
+  return m;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Median wall time (ms) of `fn` over `repeats` runs after `warmup` runs, device synchronised.
+template <class Fn>
+double time_ms(Fn&& fn, int warmup, int repeats, c10::Device device) {
+  for (int i = 0; i < warmup; ++i) fn();
+  synchronize(device);
+  std::vector<double> t;
+  for (int i = 0; i < repeats; ++i) {
+    const double t0 = now_s();
+    fn();
+    synchronize(device);
+    t.push_back((now_s() - t0) * 1e3);
+  }
+  return median(t);
+}
+
+void emit(const BenchCommon& c, const json& doc, const std::string& markdown) {
+  if (c.json) fmt::print("{}\n", doc.dump(2));
+  else fmt::print("{}", markdown);
+  std::fflush(stdout);
+}
+
+// ---- generated checkpoints ------------------------------------------------------------------
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& tag) {
+    path = fs::temp_directory_path() / fmt::format("ears-bench-{}-{}", tag, ::getpid());
+    fs::remove_all(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+std::string human_params(int64_t n) {
+  return n >= 1000000 ? fmt::format("{:.1f}M", n / 1e6) : fmt::format("{:.1f}K", n / 1e3);
+}
+
+GeneratedModelSpec quick_spec(int64_t vocab) {
+  GeneratedModelSpec s;
+  s.hidden = 64, s.layers = 2, s.heads = 4, s.kv_heads = 2, s.head_dim = 16, s.intermediate = 128, s.vocab = vocab;
+  return s;
+}
+
+// ---- forward timing -------------------------------------------------------------------------
+
+// A cache of B sequences that each hold `context` positions of random K/V (costs the same to
+// attend over as a real prefill, without running one), with room for `extra` more.
+KVCache prefilled_cache(const CausalLM& m, int64_t B, int64_t context, int64_t extra, at::Generator& gen) {
+  KVCache cache = m.new_cache(B, context + extra);
+  for (int64_t l = 0; l < cache.n_layers(); ++l) {
+    cache.k(l).normal_(0, 1, gen);
+    cache.v(l).normal_(0, 1, gen);
+  }
+  cache.commit(cache.prepare_append(context));
+  return cache;
+}
+
+// Median ms of one forward of T random tokens per sequence at the cache's current lengths
+// (rolled back after every run).
+double time_decode_step(const CausalLM& m, KVCache& cache, int64_t T, int warmup, int repeats, at::Generator& gen) {
+  const int64_t B = cache.batch();
+  const std::vector<int64_t> lengths = cache.lengths();
+  at::Tensor ids = at::randint(m.config().vocab_size, {B, T}, gen, at::kLong).to(m.device());
+  return time_ms(
+      [&] {
+        ForwardOutput out = m.forward(ids, cache);
+        cache.set_lengths(lengths);
+      },
+      warmup, repeats, m.device());
+}
+
+int64_t dtype_bytes(c10::ScalarType t) { return static_cast<int64_t>(c10::elementSize(t)); }
+
+// K and V bytes one step reads over `span` positions per sequence.
+int64_t kv_read_bytes(const ModelConfig& c, int64_t B, int64_t span, c10::ScalarType dtype) {
+  return c.num_hidden_layers * 2 * B * c.num_key_value_heads * span * c.head_dim * dtype_bytes(dtype);
+}
+
+}  // namespace
+
+// ---- parameter counts and the checkpoint writer ----------------------------------------------
+
+int64_t streamed_param_count(const ModelConfig& c) {
+  const int64_t D = c.hidden_size, I = c.intermediate_size, hd = c.head_dim;
+  const int64_t H = c.num_attention_heads, K = c.num_key_value_heads;
+  int64_t layer = 2 * D + (H + 2 * K) * hd * D + H * hd * D + 3 * I * D;
+  if (c.qkv_bias) layer += (H + 2 * K) * hd;
+  if (c.o_bias) layer += D;
+  if (c.mlp_bias) layer += 2 * I + D;
+  if (c.qk_norm) layer += 2 * hd;
+  return c.num_hidden_layers * layer + D + c.vocab_size * D;
+}
+
+int64_t param_count(const ModelConfig& c) {
+  return streamed_param_count(c) + (c.tie_word_embeddings ? 0 : c.vocab_size * c.hidden_size);
+}
+
+void write_random_qwen3(const GeneratedModelSpec& s, const fs::path& dir, uint64_t seed) {
+  fs::create_directories(dir);
+  const json cfg = {{"architectures", {"Qwen3ForCausalLM"}},
+                    {"model_type", "qwen3"},
+                    {"vocab_size", s.vocab},
+                    {"hidden_size", s.hidden},
+                    {"intermediate_size", s.intermediate},
+                    {"num_hidden_layers", s.layers},
+                    {"num_attention_heads", s.heads},
+                    {"num_key_value_heads", s.kv_heads},
+                    {"head_dim", s.head_dim},
+                    {"hidden_act", "silu"},
+                    {"rms_norm_eps", 1e-6},
+                    {"rope_theta", 1000000},
+                    {"max_position_embeddings", 4096},
+                    {"attention_bias", false},
+                    {"tie_word_embeddings", s.tie_embeddings},
+                    {"torch_dtype", "bfloat16"},
+                    {"bos_token_id", 0},
+                    {"eos_token_id", 1}};
+  std::ofstream(dir / "config.json") << cfg.dump(2) << "\n";
+
+  struct Entry {
+    std::string name;
+    std::vector<int64_t> shape;
+    bool norm;
+  };
+  std::vector<Entry> entries = {{"model.embed_tokens.weight", {s.vocab, s.hidden}, false},
+                                {"model.norm.weight", {s.hidden}, true}};
+  if (!s.tie_embeddings) entries.push_back({"lm_head.weight", {s.vocab, s.hidden}, false});
+  for (int64_t i = 0; i < s.layers; ++i) {
+    const std::string p = fmt::format("model.layers.{}.", i);
+    entries.push_back({p + "input_layernorm.weight", {s.hidden}, true});
+    entries.push_back({p + "post_attention_layernorm.weight", {s.hidden}, true});
+    entries.push_back({p + "self_attn.q_proj.weight", {s.heads * s.head_dim, s.hidden}, false});
+    entries.push_back({p + "self_attn.k_proj.weight", {s.kv_heads * s.head_dim, s.hidden}, false});
+    entries.push_back({p + "self_attn.v_proj.weight", {s.kv_heads * s.head_dim, s.hidden}, false});
+    entries.push_back({p + "self_attn.o_proj.weight", {s.hidden, s.heads * s.head_dim}, false});
+    entries.push_back({p + "self_attn.q_norm.weight", {s.head_dim}, true});
+    entries.push_back({p + "self_attn.k_norm.weight", {s.head_dim}, true});
+    entries.push_back({p + "mlp.gate_proj.weight", {s.intermediate, s.hidden}, false});
+    entries.push_back({p + "mlp.up_proj.weight", {s.intermediate, s.hidden}, false});
+    entries.push_back({p + "mlp.down_proj.weight", {s.hidden, s.intermediate}, false});
+  }
+  json header = json::object();
+  int64_t offset = 0;
+  for (const auto& e : entries) {
+    int64_t n = 2;
+    for (int64_t d : e.shape) n *= d;
+    header[e.name] = {{"dtype", "BF16"}, {"shape", e.shape}, {"data_offsets", {offset, offset + n}}};
+    offset += n;
+  }
+  header["__metadata__"] = {{"format", "pt"}};
+  std::string h = header.dump();
+  while (h.size() % 8 != 0) h.push_back(' ');
+  const fs::path file = dir / "model.safetensors";
+  std::ofstream out(file, std::ios::binary);
+  const uint64_t hn = h.size();
+  out.write(reinterpret_cast<const char*>(&hn), 8);
+  out.write(h.data(), static_cast<std::streamsize>(h.size()));
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  for (const auto& e : entries) {  // header order == data order
+    at::Tensor t = at::randn(e.shape, gen, at::kFloat);
+    t = e.norm ? (t * 0.05 + 1) : (t * 0.02);
+    t = t.to(at::kBFloat16).contiguous();
+    out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * 2));
+  }
+  if (!out) fail("{}: could not write the generated checkpoint (disk full?)", file.string());
+}
+
+// ---- bench bandwidth ------------------------------------------------------------------------
+
+int run_bench_bandwidth(const BenchCommon& c) {
+  const int threads = set_threads(c.threads);
+  const c10::Device device = parse_device(c.device, "--device");
+  BandwidthOptions o = bandwidth_options(c, device);
+  if (c.repeats > 0) o.runs = c.repeats;
+  const BandwidthResult r = measure_bandwidth(o);
+  json doc;
+  doc["command"] = "bandwidth";
+  doc["env"] = environment(threads);
+  doc["bandwidth"] = json::array({bandwidth_json(r, "run")});
+  doc["floor_read_gbps"] = r.read_gbps;
+  doc["conventions"] = kBandwidthConventions;
+  doc["rows"] = json::array(
+      {{{"kernel", "read"}, {"gbps", r.read_gbps}, {"bytes", r.bytes}, {"best_s", r.read_s}, {"runs", r.runs},
+        {"threads", r.threads}, {"convention", "bytes read / time of at::sum (float32); used for decode floors"}},
+       {{"kernel", "copy"}, {"gbps", r.copy_gbps}, {"bytes", r.bytes}, {"best_s", r.copy_s}, {"runs", r.runs},
+        {"threads", r.threads}, {"convention", "(bytes read + bytes written) / time of copy_"}}});
+  std::string md = "## ears-bench bench bandwidth\n\n" + env_line(doc["env"]) + "\n" +
+                   "- read = bytes read ÷ time of at::sum over a float32 buffer (what a decode step's weight "
+                   "streaming needs; used for floors). copy = (read + written bytes) ÷ time of copy_. "
+                   "Best of runs; GB = 1e9 bytes.\n\n" +
+                   markdown_table({{"kernel", "kernel", -1},
+                                   {"gbps", "GB/s", 1},
+                                   {"bytes", "buffer bytes", -1},
+                                   {"best_s", "best s", 4},
+                                   {"runs", "runs", -1},
+                                   {"threads", "threads", -1}},
+                                  doc["rows"]);
+  emit(c, doc, md);
+  return 0;
+}
+
+// ---- bench forward --------------------------------------------------------------------------
+
+int run_bench_forward(const ForwardBenchArgs& a, const BenchCommon& c) {
+  const int threads = set_threads(c.threads);
+  const c10::Device device = parse_device(c.device, "--device");
+  std::vector<std::string> dtypes = a.dtypes.empty() ? std::vector<std::string>{"bfloat16", "float32"} : a.dtypes;
+  std::vector<int> batches = a.batches;
+  if (batches.empty()) batches = c.quick ? std::vector<int>{1, 2} : std::vector<int>{1, 4, 16};
+  for (int b : batches)
+    if (b < 1) fail("--batch: batch sizes must be >= 1 (got {})", b);
+  if (a.gamma < 1) fail("--gamma must be >= 1 (got {})", a.gamma);
+  if (a.context < 1) fail("--context must be >= 1 (got {})", a.context);
+  for (const auto& d : dtypes) parse_dtype(d, "--dtype");
+  const int repeats = c.repeats > 0 ? c.repeats : (c.quick ? 2 : 15);
+  const int warmup = c.quick ? 1 : 3;
+
+  json bw = json::array({bandwidth_json(measure_bandwidth(bandwidth_options(c, device)), "start")});
+
+  std::optional<TempDir> tmp;
+  fs::path dir = a.model;
+  std::string label;
+  if (a.model.empty()) {
+    GeneratedModelSpec spec = c.quick ? quick_spec(1000) : GeneratedModelSpec{};
+    tmp.emplace("forward");
+    dir = tmp->path;
+    write_random_qwen3(spec, dir, 1234);
+  } else if (!fs::is_directory(a.model)) {
+    fail("--model: '{}' is not a checkpoint directory; pass a Hugging Face directory with config.json", a.model);
+  }
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  json rows = json::array(), summary = json::array();
+  for (const auto& dname : dtypes) {
+    const c10::ScalarType dtype = parse_dtype(dname, "--dtype");
+    const CausalLM m = CausalLM::load(dir, device, dtype);
+    const ModelConfig& cfg = m.config();
+    const int64_t params = param_count(cfg);
+    label = a.model.empty() ? fmt::format("generated qwen3 {} (V={})", human_params(params), cfg.vocab_size)
+                            : fs::path(a.model).lexically_normal().filename().string();
+    if (label.empty()) label = fs::path(a.model).lexically_normal().parent_path().filename().string();
+    const int64_t weight_bytes = streamed_param_count(cfg) * dtype_bytes(dtype);
+    std::map<std::pair<int, int>, double> ms;
+    for (int B : batches) {
+      KVCache cache = prefilled_cache(m, B, a.context, a.gamma + 1, gen);
+      for (int T : {1, a.gamma + 1}) {
+        const double step_ms = time_decode_step(m, cache, T, warmup, repeats, gen);
+        ms[{B, T}] = step_ms;
+        const int64_t kv = kv_read_bytes(cfg, B, a.context + T, dtype);
+        json row = {{"model", label},
+                    {"params", params},
+                    {"dtype", dtype_name(dtype)},
+                    {"batch", B},
+                    {"tokens_per_step", T},
+                    {"ms_per_step", step_ms},
+                    {"weight_bytes", weight_bytes},
+                    {"kv_bytes", kv},
+                    {"context", a.context},
+                    {"tokens_per_s", B * T / (step_ms / 1e3)}};
+        rows.push_back(row);
+      }
+    }
+    const int bmax = *std::max_element(batches.begin(), batches.end());
+    const int bmin = *std::min_element(batches.begin(), batches.end());
+    json s = {{"model", label}, {"dtype", dtype_name(dtype)}, {"params", params}, {"min_batch", bmin},
+              {"max_batch", bmax}, {"gamma", a.gamma}};
+    s["verify_over_decode_b1"] = ms[{bmin, a.gamma + 1}] / ms[{bmin, 1}];
+    s["throughput_max_batch_over_b1"] = (bmax / ms[{bmax, 1}]) / (bmin / ms[{bmin, 1}]);
+    summary.push_back(s);
+  }
+  bw.push_back(bandwidth_json(measure_bandwidth(bandwidth_options(c, device)), "end"));
+  const double floor_bw = max_read(bw);
+  for (auto& r : rows) {
+    const double bytes = r["weight_bytes"].get<double>() + r["kv_bytes"].get<double>();
+    r["floor_ms"] = bytes / (floor_bw * 1e9) * 1e3;
+    r["ratio"] = r["ms_per_step"].get<double>() / r["floor_ms"].get<double>();
+  }
+
+  json doc;
+  doc["command"] = "forward";
+  doc["env"] = environment(threads);
+  doc["bandwidth"] = bw;
+  doc["floor_read_gbps"] = floor_bw;
+  doc["conventions"] = kBandwidthConventions;
+  doc["conventions"]["ms_per_step"] =
+      fmt::format("median of {} timed forwards (after {} warm-up) of T new tokens per sequence over a KV cache "
+                  "holding {} positions of random K/V; logits for all T rows",
+                  repeats, warmup, a.context);
+  doc["conventions"]["tokens_per_s"] = "batch * tokens_per_step / step time (positions scored per second)";
+  doc["rows"] = rows;
+  doc["summary"] = summary;
+
+  std::string md = "## ears-bench bench forward\n\n" + env_line(doc["env"]) + "\n" + bandwidth_lines(bw);
+  md += fmt::format("- floor = (weights streamed per step + K/V read over the {}+T span) ÷ {:.1f} GB/s (the higher "
+                    "read reading of this run); ratio = ms/step ÷ floor\n",
+                    a.context, floor_bw);
+  md += "- " + doc["conventions"]["ms_per_step"].get<std::string>() + "; tokens/s = batch × tokens/step ÷ step time\n";
+  if (a.model.empty() && !rows.empty())
+    md += fmt::format("- generated model: Qwen3, {} parameters incl. tied embeddings ({} streamed per step), random "
+                      "bf16 weights\n",
+                      rows[0]["params"].get<int64_t>(), rows[0]["weight_bytes"].get<int64_t>() / 2);
+  md += "\n" + markdown_table({{"model", "model", -1},
+                                {"dtype", "dtype", -1},
+                                {"batch", "batch", -1},
+                                {"tokens_per_step", "tokens/step", -1},
+                                {"ms_per_step", "ms/step", 2},
+                                {"floor_ms", "floor ms", 2},
+                                {"ratio", "ratio", 2},
+                                {"tokens_per_s", "tokens/s", 1}},
+                               rows);
+  std::vector<Column> scol = {{"model", "model", -1}, {"dtype", "dtype", -1},
+                              {"verify_over_decode_b1", fmt::format("verify {} ÷ decode 1 (batch {})", a.gamma + 1,
+                                                                    summary.empty() ? 1 : summary[0]["min_batch"].get<int>()), 2},
+                              {"throughput_max_batch_over_b1", "batch max ÷ batch min throughput (1 token)", 2},
+                              {"max_batch", "max batch", -1}};
+  md += "\n" + markdown_table(scol, summary);
+  emit(c, doc, md);
+  return 0;
+}
+
+// ---- bench verify ---------------------------------------------------------------------------
+
+int run_bench_verify(const VerifyBenchArgs& a, const BenchCommon& c) {
+  const int threads = set_threads(c.threads);
+  const c10::Device device = parse_device(c.device, "--device");
+  const int64_t V = c.quick ? 4096 : a.vocab;
+  if (V < 2) fail("--vocab must be >= 2 (got {})", V);
+  if (a.gamma < 1) fail("--gamma must be >= 1 (got {})", a.gamma);
+  std::vector<int> batches = a.batches;
+  if (batches.empty()) batches = c.quick ? std::vector<int>{1, 2} : std::vector<int>{1, 32};
+  for (int b : batches)
+    if (b < 1) fail("--batch: batch sizes must be >= 1 (got {})", b);
+  const int repeats = c.repeats > 0 ? c.repeats : (c.quick ? 2 : 15);
+  const int warmup = c.quick ? 1 : 3;
+  const c10::ScalarType fwd_dtype = parse_dtype(a.dtype, "--dtype");
+  SamplingParams sp;
+  sp.temperature = a.temperature;
+  validate(sp, "--temperature");
+  const int64_t G = a.gamma, context = 128;
+
+  json bw = json::array({bandwidth_json(measure_bandwidth(bandwidth_options(c, device)), "start")});
+
+  // Reference forward: the generated Qwen3 with this vocabulary.
+  TempDir tmp("verify");
+  GeneratedModelSpec spec = c.quick ? quick_spec(V) : GeneratedModelSpec{};
+  spec.vocab = V;
+  write_random_qwen3(spec, tmp.path, 99);
+  const CausalLM m = CausalLM::load(tmp.path, device, fwd_dtype);
+  const int64_t fwd_params = param_count(m.config());
+
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
+  json rows = json::array();
+  for (int B : batches) {
+    double forward_ms = 0;
+    {
+      KVCache cache = prefilled_cache(m, B, context, G + 1, gen);
+      forward_ms = time_decode_step(m, cache, G + 1, warmup, repeats, gen);
+    }
+    // Target logits and a draft distribution correlated with it (so acceptance is realistic).
+    at::Tensor logits = (at::randn({B, G + 1, V}, gen, at::kFloat) * 2.0).to(device);
+    at::Tensor draft_logits = logits.narrow(1, 0, G) + (at::randn({B, G, V}, gen, at::kFloat) * 0.5).to(device);
+    at::Tensor q = process_logits(draft_logits, sp).probs;
+    at::Tensor u_draft = at::rand({B * G}, gen, at::kFloat).to(device);
+    at::Tensor draft_tokens = sample_from_probs(q.reshape({B * G, V}), u_draft).view({B, G});
+    at::Tensor u_accept = at::rand({B, G}, gen, at::kFloat).to(device);
+    at::Tensor u_sample = at::rand({B}, gen, at::kFloat).to(device);
+
+    ProcessedProbs pp;
+    const double process_ms = time_ms([&] { pp = process_logits(logits, sp); }, warmup, repeats, device);
+    double baseline_total = 0, baseline_verify = 0;
+    for (auto kind : {VerifierSpec::Baseline, VerifierSpec::Ears, VerifierSpec::Typical}) {
+      VerifierSpec vs;
+      vs.kind = kind;
+      vs.beta = a.beta;
+      VerifyInput in{draft_tokens, pp.probs, pp.max_prob, q, u_accept, u_sample};
+      VerifyOutput out;
+      const double verify_ms = time_ms([&] { out = verify(vs, in); }, warmup, repeats, device);
+      json distortion = nullptr;
+      if (kind != VerifierSpec::Baseline) {
+        at::Tensor p_pos = pp.probs.narrow(1, 0, G), max_pos = pp.max_prob.narrow(1, 0, G), tv;
+        distortion = time_ms([&] { tv = tv_distance(p_pos, induced_distribution(vs, p_pos, q, max_pos)); }, warmup,
+                             repeats, device);
+      }
+      const double total = process_ms + verify_ms;
+      if (kind == VerifierSpec::Baseline) baseline_total = total, baseline_verify = verify_ms;
+      rows.push_back({{"verifier", to_string(kind)},
+                      {"batch", B},
+                      {"gamma", G},
+                      {"vocab", V},
+                      {"process_ms", process_ms},
+                      {"verify_ms", verify_ms},
+                      {"total_ms", total},
+                      {"total_over_baseline", total / baseline_total},
+                      {"verify_over_baseline", verify_ms / baseline_verify},
+                      {"forward_ms", forward_ms},
+                      {"share_of_forward", total / forward_ms},
+                      {"distortion_ms", distortion}});
+    }
+  }
+  bw.push_back(bandwidth_json(measure_bandwidth(bandwidth_options(c, device)), "end"));
+
+  json doc;
+  doc["command"] = "verify";
+  doc["env"] = environment(threads);
+  doc["bandwidth"] = bw;
+  doc["floor_read_gbps"] = max_read(bw);
+  doc["conventions"] = kBandwidthConventions;
+  doc["conventions"]["timing"] = fmt::format("median of {} runs after {} warm-up", repeats, warmup);
+  doc["conventions"]["process_ms"] =
+      fmt::format("process_logits (temperature {}, no top-k/top-p) of random float32 logits [B, {}, {}]",
+                  a.temperature, G + 1, V);
+  doc["conventions"]["forward_ms"] = fmt::format(
+      "one {}-token forward of a generated Qwen3 ({} params, vocab {}, {}) over a {}-position KV cache; a real "
+      "Qwen3 (0.6B+) forward is several times longer, so share_of_forward is an upper bound",
+      G + 1, fwd_params, V, dtype_name(fwd_dtype), context);
+  doc["conventions"]["distortion_ms"] =
+      "tv_distance(p_t, induced_distribution(...)) over the gamma draft positions: the engine's optional "
+      "distortion metric (DecodeParams::measure_distortion), not part of decoding";
+  doc["forward_params"] = fwd_params;
+  doc["rows"] = rows;
+
+  std::string md = "## ears-bench bench verify\n\n" + env_line(doc["env"]) + "\n" + bandwidth_lines(bw);
+  for (const char* k : {"timing", "process_ms", "forward_ms", "distortion_ms"})
+    md += fmt::format("- {}: {}\n", k, doc["conventions"][k].get<std::string>());
+  md += fmt::format("- EARS beta {}, uncertainty max_prob; total = process_logits + verify\n\n", a.beta);
+  md += markdown_table({{"verifier", "verifier", -1},
+                        {"batch", "batch", -1},
+                        {"process_ms", "process_logits ms", 3},
+                        {"verify_ms", "verify ms", 3},
+                        {"total_ms", "total ms", 3},
+                        {"total_over_baseline", "total ÷ baseline", 2},
+                        {"verify_over_baseline", "verify ÷ baseline", 2},
+                        {"forward_ms", "forward ms (γ+1)", 2},
+                        {"share_of_forward", "share of forward", 3},
+                        {"distortion_ms", "distortion metric ms", 3}},
+                       rows);
+  emit(c, doc, md);
+  return 0;
+}
+
+// ---- bench e2e ------------------------------------------------------------------------------
+
+namespace {
+
+std::vector<int32_t> parse_prompt_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::string s = text;
+  for (char& ch : s)
+    if (ch == ',' || ch == '[' || ch == ']') ch = ' ';
+  std::istringstream in(s);
+  std::string tok;
+  while (in >> tok) {
+    size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(tok, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != tok.size() || v < 0 || v > INT32_MAX)
+      fail("--prompt-ids: '{}' is not a token id; pass non-negative integers, e.g. \"1 2 3\"", tok);
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  return ids;
+}
+
+}  // namespace
+
+int run_bench_e2e(const E2eBenchArgs& a, const BenchCommon& c) {
+  const int threads = set_threads(c.threads);
+  const c10::Device device = parse_device(c.device, "--device");
+  const int repeats = c.repeats > 0 ? c.repeats : (c.quick ? 1 : 3);
+  std::vector<double> temps = a.temperatures.empty() ? std::vector<double>{0.0, 0.9} : a.temperatures;
+
+  json bw = json::array({bandwidth_json(measure_bandwidth(bandwidth_options(c, device)), "start")});
+  ModelSetup setup;
+  setup.target_path = a.target;
+  setup.dtype = a.dtype;
+  setup.device = c.device;
+  setup.draft_kind = a.draft_kind;
+  setup.draft_path = a.draft;
+  if (a.draft.empty()) fail("--draft: give a draft checkpoint directory (EAGLE-3 head or, with --draft-kind model, an LM)");
+  LoadedModels m = load_models(setup, /*need_tokenizer=*/false);
+  const int64_t V = m.target->config().vocab_size;
+  std::vector<int32_t> prompt = parse_prompt_ids(a.prompt_ids);
+  if (prompt.empty())  // a fixed pseudo-random prompt of 32 ids
+    for (int64_t i = 0; i < 32; ++i) prompt.push_back(static_cast<int32_t>((17 + 7919 * i) % std::min<int64_t>(V, 30000)));
+  for (int32_t id : prompt)
+    if (id >= V) fail("--prompt-ids: id {} is outside the target vocabulary of {} ids", id, V);
+
+  Engine target_only(*m.target, nullptr, nullptr);
+  Engine speculative(*m.target, m.drafter.get(), nullptr);
+  GenRequest req;
+  req.prompt = prompt;
+  req.run_seed = a.seed;
+  req.key = "bench-e2e";
+
+  struct Arm {
+    std::string mode;
+    Engine* engine;
+    std::optional<VerifierSpec::Kind> kind;
+  };
+  std::vector<Arm> arms = {{"target-only", &target_only, std::nullopt},
+                           {"speculative", &speculative, VerifierSpec::Baseline},
+                           {"speculative", &speculative, VerifierSpec::Ears},
+                           {"speculative", &speculative, VerifierSpec::Typical}};
+  json rows = json::array();
+  for (double T : temps) {
+    double base_tps = 0;
+    for (const auto& arm : arms) {
+      DecodeParams p;
+      p.sampling.temperature = T;
+      p.gamma = a.gamma;
+      p.max_new_tokens = a.max_new_tokens;
+      p.measure_distortion = a.distortion;
+      if (arm.kind) p.verifier.kind = *arm.kind;
+      p.verifier.beta = a.beta;
+      DecodeParams warm = p;
+      warm.max_new_tokens = std::min<int64_t>(8, p.max_new_tokens);
+      arm.engine->generate({req}, warm);
+      std::vector<GenResult> runs;
+      for (int r = 0; r < repeats; ++r) {
+        GenResult g = arm.engine->generate({req}, p).at(0);
+        if (!g.error.empty()) fail("bench e2e: generation failed: {}", g.error);
+        runs.push_back(std::move(g));
+      }
+      std::sort(runs.begin(), runs.end(), [](const GenResult& x, const GenResult& y) { return x.latency_s < y.latency_s; });
+      const GenResult& g = runs[runs.size() / 2];
+      const auto& st = g.stats;
+      const double tps = g.ids.size() / g.latency_s;
+      if (!arm.kind) base_tps = tps;
+      rows.push_back({{"mode", arm.mode},
+                      {"verifier", arm.kind ? to_string(*arm.kind) : std::string("-")},
+                      {"temperature", T},
+                      {"new_tokens", g.ids.size()},
+                      {"steps", st.steps},
+                      {"mean_accept_length", st.steps ? double(st.emitted()) / st.steps : 0.0},
+                      {"tokens_per_s", tps},
+                      {"speedup", base_tps > 0 ? tps / base_tps : 1.0},
+                      {"latency_ms", g.latency_s * 1e3},
+                      {"prefill_ms", st.prefill_s * 1e3},
+                      {"draft_ms", st.draft_s * 1e3},
+                      {"verify_ms", st.verify_s * 1e3},
+                      {"other_ms", st.other_s * 1e3},
+                      {"host_syncs", st.host_syncs},
+                      {"syncs_per_step", st.steps ? double(st.host_syncs) / st.steps : 0.0}});
+    }
+  }
+  bw.push_back(bandwidth_json(measure_bandwidth(bandwidth_options(c, device)), "end"));
+
+  json doc;
+  doc["command"] = "e2e";
+  doc["env"] = environment(threads);
+  doc["bandwidth"] = bw;
+  doc["floor_read_gbps"] = max_read(bw);
+  doc["conventions"] = kBandwidthConventions;
+  doc["conventions"]["run"] = fmt::format(
+      "one request of {} prompt ids, exactly {} new tokens (stop ids ignored), gamma {}, the median-latency run of "
+      "{} (after a short warm-up); tokens_per_s = new tokens / latency incl. prefill; distortion metric {}",
+      prompt.size(), a.max_new_tokens, a.gamma, repeats, a.distortion ? "on" : "off");
+  doc["conventions"]["split"] =
+      "GenStats: prefill (incl. first token + drafter begin), draft (propose + accept), verify (target forward + "
+      "process_logits + verify + the step's host copy), other (host bookkeeping); host_syncs includes the prefill's";
+  doc["target"] = a.target;
+  doc["draft"] = a.draft;
+  doc["draft_kind"] = a.draft_kind;
+  doc["prompt_ids"] = prompt;
+  doc["rows"] = rows;
+
+  std::string md = "## ears-bench bench e2e\n\n" + env_line(doc["env"]) + "\n" + bandwidth_lines(bw);
+  md += fmt::format("- target {}, draft {} ({})\n", a.target, a.draft, a.draft_kind);
+  md += "- " + doc["conventions"]["run"].get<std::string>() + "\n";
+  md += "- split: " + doc["conventions"]["split"].get<std::string>() + "\n\n";
+  md += markdown_table({{"mode", "mode", -1},
+                        {"verifier", "verifier", -1},
+                        {"temperature", "T", 1},
+                        {"new_tokens", "new tokens", -1},
+                        {"steps", "steps", -1},
+                        {"mean_accept_length", "τ", 2},
+                        {"tokens_per_s", "tokens/s", 1},
+                        {"speedup", "speedup", 2},
+                        {"prefill_ms", "prefill ms", 1},
+                        {"draft_ms", "draft ms", 1},
+                        {"verify_ms", "verify ms", 1},
+                        {"other_ms", "other ms", 1},
+                        {"syncs_per_step", "syncs/step", 2}},
+                       rows);
+  emit(c, doc, md);
+  return 0;
+}
+
+}  // namespace ears

@@ -1,0 +1,100 @@
+// `ears-bench bench ...`: micro- and end-to-end benchmarks that pair every timing with a memory
+// bandwidth reading taken in the same process (bandwidth on shared VMs drifts by ~2x).
+//
+//   bench bandwidth  read (at::sum) and copy bandwidth (decoders/bandwidth.h)
+//   bench forward    target decode-step time at several batch sizes for 1 and γ+1 tokens over a
+//                    KV cache holding a 128-token context, next to the floor
+//                    (weight bytes + KV bytes read) ÷ read bandwidth
+//   bench verify     cost of process_logits + verify (baseline / ears / typical) over a real
+//                    Qwen3-sized vocabulary, relative to a target forward of the same step
+//   bench e2e        Engine tokens/s, target-only vs speculative, with the time split
+//
+// Every command prints Markdown (header + table) or, with --json, one JSON object:
+//   {"command", "env": {threads, torch_version, cpu_model, logical_cpus, cpu_flags},
+//    "bandwidth": [{when, bytes, runs, threads, read_gbps, copy_gbps}], "floor_read_gbps",
+//    "conventions": {...}, "rows": [...], ...}
+// The row fields of each command are listed with its Args struct below.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace ears {
+
+struct ModelConfig;
+
+struct BenchCommon {
+  int threads = 0;       // 0 = all cores
+  bool json = false;
+  int repeats = 0;       // 0 = the command's default
+  bool quick = false;    // tiny sizes and repeats (tests)
+  std::string device = "cpu";
+};
+
+// Dimensions of a generated Qwen3 checkpoint with random weights. The defaults give 100.1M
+// parameters including the (tied) embeddings.
+struct GeneratedModelSpec {
+  int64_t hidden = 768, layers = 12, heads = 12, kv_heads = 4, head_dim = 64, intermediate = 2048;
+  int64_t vocab = 32000;
+  bool tie_embeddings = true;
+};
+
+// Every parameter of the checkpoint, embeddings included.
+int64_t param_count(const ModelConfig& cfg);
+// Parameters a decode step streams from memory: all layers, the final norm and the lm_head
+// (= the embedding matrix when tied). The embedding lookup (B rows) is not counted.
+int64_t streamed_param_count(const ModelConfig& cfg);
+
+// Writes <dir>/config.json + <dir>/model.safetensors (bf16, N(0, 0.02²) matrices, norms ~1) of a
+// Qwen3ForCausalLM with `spec`'s dimensions. Deterministic in `seed`. Creates `dir`.
+void write_random_qwen3(const GeneratedModelSpec& spec, const std::filesystem::path& dir, uint64_t seed);
+
+// bench bandwidth — rows: [{kernel: "read"|"copy", gbps, bytes, best_s, runs, threads, convention}]
+int run_bench_bandwidth(const BenchCommon& common);
+
+// bench forward — rows: [{model, params, dtype, batch, tokens_per_step, ms_per_step, floor_ms,
+// ratio, tokens_per_s, weight_bytes, kv_bytes, context}] (ms_per_step: median of `repeats`;
+// tokens_per_s = batch·tokens_per_step ÷ step time); "summary": [{model, dtype,
+// verify_over_decode_b1 (γ+1-token step ÷ 1-token step at batch 1), max_batch,
+// throughput_max_batch_over_b1 (1-token tokens/s at the largest batch ÷ at batch 1)}]
+struct ForwardBenchArgs {
+  std::string model;                 // empty: generated ~100M Qwen3 (GeneratedModelSpec{})
+  std::vector<std::string> dtypes;   // default: bfloat16 and float32
+  std::vector<int> batches;          // default: 1, 4, 16
+  int gamma = 5;
+  int context = 128;
+};
+int run_bench_forward(const ForwardBenchArgs& args, const BenchCommon& common);
+
+// bench verify — rows: [{verifier, batch, gamma, vocab, process_ms, verify_ms, total_ms,
+// total_over_baseline, verify_over_baseline, forward_ms, share_of_forward, distortion_ms}]
+// process_ms: process_logits of [B, γ+1, V] float32 logits (same for every verifier);
+// verify_ms: verify(); total = process + verify; forward_ms: a γ+1-token forward of the
+// generated Qwen3 (GeneratedModelSpec with vocab = `vocab`) at that batch; share_of_forward =
+// total ÷ forward; distortion_ms: the engine's optional TV-distance metric (not part of decoding).
+struct VerifyBenchArgs {
+  int64_t vocab = 151936;            // Qwen3
+  std::vector<int> batches;          // default: 1, 32
+  int gamma = 5;
+  double temperature = 0.9;
+  double beta = 0.1;
+  std::string dtype = "bfloat16";    // of the reference forward
+};
+int run_bench_verify(const VerifyBenchArgs& args, const BenchCommon& common);
+
+// bench e2e — rows: [{mode, verifier, temperature, new_tokens, steps, mean_accept_length,
+// tokens_per_s, speedup, prefill_ms, draft_ms, verify_ms, other_ms, host_syncs,
+// syncs_per_step, latency_ms}] (the median-latency run of `repeats`)
+struct E2eBenchArgs {
+  std::string target, draft, draft_kind = "eagle3", dtype = "auto", prompt_ids;
+  std::vector<double> temperatures;  // default: 0, 0.9
+  int gamma = 5;
+  int64_t max_new_tokens = 64;
+  double beta = 0.1;
+  uint64_t seed = 0;
+  bool distortion = false;           // also compute the engine's TV-distortion metric
+};
+int run_bench_e2e(const E2eBenchArgs& args, const BenchCommon& common);
+
+}  // namespace ears

@@ -1,0 +1,132 @@
+// `ears-bench train tokenizer|target|eagle3`: trains the embedded default pair (models/README.md).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <sstream>
+
+#include "harness/commands.h"
+#include "harness/error.h"
+#include "harness/train.h"
+
+namespace ears {
+namespace {
+
+std::vector<int> parse_int_list(const std::string& text, const std::string& flag) {
+  std::vector<int> out;
+  std::string s = text;
+  for (char& c : s)
+    if (c == ',' || c == '[' || c == ']') c = ' ';
+  std::istringstream in(s);
+  std::string tok;
+  while (in >> tok) {
+    try {
+      size_t used = 0;
+      const int v = std::stoi(tok, &used);
+      if (used != tok.size()) throw std::invalid_argument(tok);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      fail("{}: '{}' is not an integer; pass e.g. \"1,3,5\"", flag, tok);
+    }
+  }
+  return out;
+}
+
+void print_line(const std::string& line) {
+  fmt::print(stderr, "{}\n", line);
+  std::fflush(stderr);
+}
+
+void add_schedule(CLI::App* sub, TrainSchedule& s, CommonOptions& common) {
+  sub->add_option("--steps", s.steps, "Optimizer steps (the cosine schedule spans them)")->capture_default_str();
+  sub->add_option("--minutes", s.minutes, "Wall-time budget: after 5 steps the step count is cut to fit (0 = none)")
+      ->capture_default_str();
+  sub->add_option("--batch", s.batch, "Sequences per step")->capture_default_str();
+  sub->add_option("--seq-len", s.seq_len, "Tokens per sequence")->capture_default_str();
+  sub->add_option("--lr", s.lr, "Peak learning rate")->capture_default_str();
+  sub->add_option("--warmup", s.warmup, "Linear warmup steps")->capture_default_str();
+  sub->add_option("--min-lr-ratio", s.min_lr_ratio, "Final LR / peak LR (cosine)")->capture_default_str();
+  sub->add_option("--weight-decay", s.weight_decay, "AdamW decoupled weight decay (2-D weights only)")->capture_default_str();
+  sub->add_option("--clip", s.clip, "Gradient clipping by global norm")->capture_default_str();
+  sub->add_option("--seed", s.seed, "Seed (initialisation, data order)")->capture_default_str();
+  sub->add_option("--log-every", s.log_every, "Print the mean loss every N steps")->capture_default_str();
+  sub->add_option("--device", s.device, "cpu | cuda | cuda:N")->capture_default_str();
+  sub->add_option("--threads", common.threads, "LibTorch intra-op threads (0 = all cores)")->capture_default_str();
+}
+
+void add_corpus(CLI::App* sub, CorpusOptions& c) {
+  sub->add_option("--synth-n", c.synth_n, "synth-gsm train problems in the corpus")->capture_default_str();
+  sub->add_option("--synth-seed", c.seed, "synth-gsm generation seed")->capture_default_str();
+  sub->add_option("--gsm8k", c.gsm8k_train,
+                  "GSM8K train.jsonl (file or dir) for natural text; default: $EARS_BENCH_DATA, data/, "
+                  "../shared/datasets; 'none' to skip");
+}
+
+}  // namespace
+
+void add_train_commands(CLI::App& app, CommonOptions& common, int& exit_code) {
+  CLI::App* train = app.add_subcommand("train", "Train the embedded default tokenizer, tiny Qwen3 target and EAGLE-3 head");
+  train->require_subcommand(1);
+  {
+    auto o = std::make_shared<TokenizerTrainOptions>();
+    auto* sub = train->add_subcommand("tokenizer", "Train a byte-level BPE tokenizer (Qwen3 pre-tokenizer, tokenizer.json)");
+    sub->add_option("--out", o->out, "Output directory")->required();
+    sub->add_option("--vocab", o->vocab_size, "Vocabulary size incl. 256 bytes and 5 added tokens")->capture_default_str();
+    add_corpus(sub, o->corpus);
+    sub->callback([o, &exit_code]() {
+      train_tokenizer(*o, print_line);
+      exit_code = 0;
+    });
+  }
+  {
+    auto o = std::make_shared<TargetTrainOptions>();
+    auto* sub = train->add_subcommand("target", "Train a tiny Qwen3 target from scratch (saves config.json, bf16 model.safetensors)");
+    sub->add_option("--out", o->out, "Output directory")->required();
+    sub->add_option("--tokenizer", o->tokenizer, "Tokenizer directory (default: --out; trained there when missing)");
+    sub->add_option("--vocab", o->vocab_size, "Vocabulary size when a tokenizer is trained")->capture_default_str();
+    sub->add_option("--layers", o->arch.layers)->capture_default_str();
+    sub->add_option("--hidden", o->arch.hidden)->capture_default_str();
+    sub->add_option("--heads", o->arch.heads)->capture_default_str();
+    sub->add_option("--kv-heads", o->arch.kv_heads)->capture_default_str();
+    sub->add_option("--head-dim", o->arch.head_dim)->capture_default_str();
+    sub->add_option("--intermediate", o->arch.intermediate)->capture_default_str();
+    sub->add_option("--natural-fraction", o->natural_fraction, "Share of natural-text documents")->capture_default_str();
+    sub->add_option("--prompt-weight", o->prompt_weight, "Loss weight of chat prompt tokens (answers: 1)")->capture_default_str();
+    sub->add_option("--eval-n", o->eval_n, "After training: greedy accuracy on N synth-gsm test problems")->capture_default_str();
+    add_schedule(sub, o->schedule, common);
+    add_corpus(sub, o->corpus);
+    sub->callback([o, &common, &exit_code]() {
+      o->schedule.threads = common.threads;
+      train_target(*o, print_line);
+      exit_code = 0;
+    });
+  }
+  {
+    auto o = std::make_shared<Eagle3TrainOptions>();
+    auto aux = std::make_shared<std::string>();
+    o->schedule.lr = 2e-3;
+    o->schedule.batch = 16;
+    auto* sub = train->add_subcommand("eagle3", "Train an EAGLE-3 head on a frozen target (training-time test)");
+    sub->add_option("--target", o->target, "Target checkpoint directory (with tokenizer.json)")->required();
+    sub->add_option("--out", o->out, "Output directory")->required();
+    sub->add_option("--aux-layers", *aux, "Target hidden states (entering layer i), e.g. \"1,3,5\" (default 1, L/2, L-1)");
+    sub->add_option("--ttt", o->ttt_steps, "Training-time-test unroll steps")->capture_default_str();
+    sub->add_option("--heads", o->arch.heads)->capture_default_str();
+    sub->add_option("--kv-heads", o->arch.kv_heads)->capture_default_str();
+    sub->add_option("--head-dim", o->arch.head_dim)->capture_default_str();
+    sub->add_option("--intermediate", o->arch.intermediate)->capture_default_str();
+    sub->add_option("--natural-fraction", o->natural_fraction, "Share of natural-text documents")->capture_default_str();
+    sub->add_option("--eval-n", o->eval_n, "After training: tau (greedy) on N synth-gsm test problems")->capture_default_str();
+    sub->add_option("--eval-gamma", o->eval_gamma, "Draft length for --eval-n")->capture_default_str();
+    add_schedule(sub, o->schedule, common);
+    add_corpus(sub, o->corpus);
+    sub->callback([o, aux, &common, &exit_code]() {
+      o->schedule.threads = common.threads;
+      if (!aux->empty()) o->arch.aux_layers = parse_int_list(*aux, "--aux-layers");
+      train_eagle3(*o, print_line);
+      exit_code = 0;
+    });
+  }
+}
+
+}  // namespace ears

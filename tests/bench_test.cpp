@@ -1,0 +1,225 @@
+// `ears-bench bench ...` driven as a user would: run the built executable, parse its JSON and check
+// the documented fields. No timing thresholds: only that timings are positive and that the derived
+// columns (floor, ratio, tokens/s, totals) are consistent with the raw ones.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "decoders/safetensors_header.h"
+#include "tests/test_util.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// $EARS_BENCH_EXE (set by ctest), else ears-bench beside this test binary.
+std::string exe() {
+  if (const char* e = std::getenv("EARS_BENCH_EXE")) return e;
+  return (fs::read_symlink("/proc/self/exe").parent_path() / "ears-bench").string();
+}
+
+struct Run {
+  int code = -1;
+  std::string out, err;
+};
+
+Run run(const std::string& args) {
+  const std::string err_file = (fs::temp_directory_path() / ("ears_bench_test_err_" + std::to_string(::getpid()))).string();
+  const std::string cmd = "'" + exe() + "' " + args + " 2>'" + err_file + "'";
+  Run r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = ears::test::read_file(err_file);
+  fs::remove(err_file);
+  return r;
+}
+
+json run_json(const std::string& args) {
+  Run r = run(args);
+  EXPECT_EQ(r.code, 0) << args << "\nstderr: " << r.err;
+  json j = json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(j.is_discarded()) << args << ": stdout is not JSON:\n" << r.out;
+  return j;
+}
+
+void expect_positive(const json& obj, const std::vector<std::string>& keys, const std::string& where) {
+  for (const auto& k : keys) {
+    ASSERT_TRUE(obj.contains(k)) << where << ": missing '" << k << "' in " << obj.dump();
+    ASSERT_TRUE(obj[k].is_number()) << where << ": '" << k << "' is not a number in " << obj.dump();
+    EXPECT_GT(obj[k].get<double>(), 0) << where << ": " << k;
+  }
+}
+
+// The header every bench command prints: environment + paired bandwidth readings.
+void expect_header(const json& j, const std::string& command, size_t readings) {
+  EXPECT_EQ(j.value("command", ""), command);
+  ASSERT_TRUE(j.contains("env"));
+  EXPECT_GT(j["env"].value("threads", 0), 0);
+  EXPECT_FALSE(j["env"].value("torch_version", "").empty());
+  EXPECT_FALSE(j["env"].value("cpu_model", "").empty());
+  ASSERT_TRUE(j["bandwidth"].is_array());
+  ASSERT_EQ(j["bandwidth"].size(), readings);
+  double best = 0;
+  for (const auto& b : j["bandwidth"]) {
+    expect_positive(b, {"read_gbps", "copy_gbps", "bytes", "runs", "threads"}, command + " bandwidth");
+    best = std::max(best, b["read_gbps"].get<double>());
+  }
+  ASSERT_TRUE(j.contains("floor_read_gbps"));
+  EXPECT_DOUBLE_EQ(j["floor_read_gbps"].get<double>(), best);
+  ASSERT_TRUE(j.contains("conventions"));
+  EXPECT_TRUE(j["conventions"].contains("read_gbps"));
+}
+
+uint64_t checkpoint_params(const fs::path& file, uint64_t* embed) {
+  const std::string bytes = ears::test::read_file(file);
+  auto h = ears::parse_safetensors_header(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), file.string());
+  uint64_t n = 0;
+  for (const auto& t : h.tensors) n += t.numel();
+  *embed = h.find("model.embed_tokens.weight")->numel();
+  return n;
+}
+
+}  // namespace
+
+TEST(BenchCli, BandwidthQuickJson) {
+  json j = run_json("bench bandwidth --quick --json");
+  expect_header(j, "bandwidth", 1);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_EQ(j["rows"][0]["kernel"], "read");
+  EXPECT_EQ(j["rows"][1]["kernel"], "copy");
+  for (const auto& r : j["rows"]) expect_positive(r, {"gbps", "bytes", "best_s", "runs", "threads"}, "bandwidth row");
+  // read = bytes / time, copy = 2 * bytes / time
+  const auto& rd = j["rows"][0];
+  const auto& cp = j["rows"][1];
+  EXPECT_NEAR(rd["gbps"].get<double>(), rd["bytes"].get<double>() / rd["best_s"].get<double>() / 1e9,
+              1e-6 * rd["gbps"].get<double>());
+  EXPECT_NEAR(cp["gbps"].get<double>(), 2 * cp["bytes"].get<double>() / cp["best_s"].get<double>() / 1e9,
+              1e-6 * cp["gbps"].get<double>());
+}
+
+TEST(BenchCli, ForwardOnTinyCheckpoint) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path dir = ears::test::shared_dir() / "fixtures/qwen3-tiny";
+  json j = run_json("bench forward --model '" + dir.string() + "' --quick --json");
+  expect_header(j, "forward", 2);
+  uint64_t embed = 0;
+  const uint64_t params = checkpoint_params(dir / "model.safetensors", &embed);
+  // 2 dtypes x 2 quick batch sizes x {1, gamma+1} tokens
+  ASSERT_EQ(j["rows"].size(), 8u);
+  const double bw = j["floor_read_gbps"].get<double>();
+  for (const auto& r : j["rows"]) {
+    expect_positive(r, {"ms_per_step", "floor_ms", "ratio", "tokens_per_s", "weight_bytes", "kv_bytes", "params",
+                        "batch", "tokens_per_step"},
+                    "forward row");
+    EXPECT_EQ(r["model"], "qwen3-tiny");
+    EXPECT_EQ(r["params"].get<uint64_t>(), params);
+    const uint64_t elem = r["dtype"] == "float32" ? 4 : 2;
+    // untied lm_head: the step streams everything but the embedding table
+    EXPECT_EQ(r["weight_bytes"].get<uint64_t>(), (params - embed) * elem) << r.dump();
+    const double ms = r["ms_per_step"].get<double>();
+    const double bytes = r["weight_bytes"].get<double>() + r["kv_bytes"].get<double>();
+    EXPECT_NEAR(r["floor_ms"].get<double>(), bytes / (bw * 1e9) * 1e3, 1e-9 + 1e-9 * bytes);
+    EXPECT_NEAR(r["ratio"].get<double>(), ms / r["floor_ms"].get<double>(), 1e-6 * r["ratio"].get<double>());
+    EXPECT_NEAR(r["tokens_per_s"].get<double>(), r["batch"].get<double>() * r["tokens_per_step"].get<double>() / ms * 1e3,
+                1e-6 * r["tokens_per_s"].get<double>());
+  }
+  EXPECT_EQ(j["rows"][0]["dtype"], "bfloat16");
+  EXPECT_EQ(j["rows"][4]["dtype"], "float32");
+  EXPECT_EQ(j["rows"][1]["tokens_per_step"], 6);
+  ASSERT_EQ(j["summary"].size(), 2u);
+  for (const auto& s : j["summary"])
+    expect_positive(s, {"verify_over_decode_b1", "throughput_max_batch_over_b1", "max_batch"}, "forward summary");
+}
+
+TEST(BenchCli, ForwardOnGeneratedCheckpointAndMarkdown) {
+  // The generated checkpoint (--quick: hidden 64, 2 layers, 4 heads, 2 KV heads, head_dim 16,
+  // intermediate 128, vocab 1000, tied) is written, loaded and counted.
+  Run r = run("bench forward --quick --dtype float32 --batch 3");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const int64_t D = 64, I = 128, hd = 16, H = 4, K = 2, V = 1000, L = 2;
+  const int64_t per_layer = 2 * D + (H + 2 * K) * hd * D + H * hd * D + 3 * I * D + 2 * hd;
+  const int64_t params = L * per_layer + D + V * D;
+  EXPECT_NE(r.out.find("| model | dtype | batch | tokens/step | ms/step | floor ms | ratio | tokens/s |"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("- bandwidth (start): read "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("- bandwidth (end): read "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("- environment: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(std::to_string(params) + " parameters"), std::string::npos) << params << "\n" << r.out;
+  EXPECT_NE(r.out.find("| float32 | 3 | 6 |"), std::string::npos) << r.out;
+}
+
+TEST(BenchCli, VerifyQuickJson) {
+  json j = run_json("bench verify --quick --json");
+  expect_header(j, "verify", 2);
+  ASSERT_EQ(j["rows"].size(), 6u);  // 2 quick batch sizes x baseline, ears, typical
+  const std::vector<std::string> kinds = {"baseline", "ears", "typical"};
+  for (size_t i = 0; i < j["rows"].size(); ++i) {
+    const auto& r = j["rows"][i];
+    EXPECT_EQ(r["verifier"], kinds[i % 3]);
+    expect_positive(r, {"process_ms", "verify_ms", "total_ms", "total_over_baseline", "verify_over_baseline",
+                        "forward_ms", "share_of_forward", "vocab", "batch", "gamma"},
+                    "verify row");
+    EXPECT_NEAR(r["total_ms"].get<double>(), r["process_ms"].get<double>() + r["verify_ms"].get<double>(), 1e-9);
+    EXPECT_NEAR(r["share_of_forward"].get<double>(), r["total_ms"].get<double>() / r["forward_ms"].get<double>(),
+                1e-9);
+    if (i % 3 == 0) {
+      EXPECT_TRUE(r["distortion_ms"].is_null());
+      EXPECT_DOUBLE_EQ(r["total_over_baseline"].get<double>(), 1.0);
+    } else {
+      expect_positive(r, {"distortion_ms"}, "verify row");
+    }
+  }
+  expect_positive(j, {"forward_params"}, "verify");
+}
+
+TEST(BenchCli, E2eOnTinyPair) {
+  EARS_REQUIRE_SHARED("fixtures/eagle3-tiny");
+  const fs::path fx = ears::test::shared_dir() / "fixtures";
+  json j = run_json("bench e2e --target '" + (fx / "qwen3-tiny").string() + "' --draft '" + (fx / "eagle3-tiny").string() +
+                    "' --quick --json --max-new-tokens 16");
+  expect_header(j, "e2e", 2);
+  ASSERT_EQ(j["rows"].size(), 8u);  // T in {0, 0.9} x target-only, baseline, ears, typical
+  for (size_t i = 0; i < j["rows"].size(); ++i) {
+    const auto& r = j["rows"][i];
+    EXPECT_EQ(r["mode"], i % 4 == 0 ? "target-only" : "speculative");
+    EXPECT_EQ(r["new_tokens"], 16);
+    expect_positive(r, {"tokens_per_s", "speedup", "steps", "mean_accept_length", "latency_ms", "prefill_ms",
+                        "verify_ms", "host_syncs", "syncs_per_step"},
+                    "e2e row");
+    if (i % 4 == 0) {
+      // plain decoding: the prefill's token, then one token per step
+      EXPECT_EQ(r["steps"], 15);
+      EXPECT_DOUBLE_EQ(r["speedup"].get<double>(), 1.0);
+    } else {
+      expect_positive(r, {"draft_ms"}, "e2e row");
+    }
+    const double split = r["prefill_ms"].get<double>() + r["draft_ms"].get<double>() + r["verify_ms"].get<double>() +
+                         r["other_ms"].get<double>();
+    EXPECT_LE(split, r["latency_ms"].get<double>() * 1.0001 + 1e-6) << r.dump();
+  }
+}
+
+TEST(BenchCli, BadInputIsOneLineError) {
+  Run r = run("bench forward --model /nonexistent/ears-model --quick");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--model"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  Run b = run("bench forward --batch 0 --quick");
+  EXPECT_EQ(b.code, 2);
+  EXPECT_NE(b.err.find("--batch"), std::string::npos) << b.err;
+}

@@ -1,0 +1,360 @@
+// Training pieces of the embedded default pair: BPE trainer -> tokenizer.json, safetensors
+// writer -> Checkpoint, the training forward vs CausalLM, AdamW on a micro model, and the
+// EAGLE-3 training-time-test forward vs Eagle3Head (save + load + same logits).
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "datasets/synth_gsm.h"
+#include "decoders/bpe_trainer.h"
+#include "decoders/eagle3.h"
+#include "decoders/model.h"
+#include "decoders/safetensors.h"
+#include "decoders/safetensors_writer.h"
+#include "decoders/tokenizer.h"
+#include "harness/error.h"
+#include "harness/train.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("ears_train_test_" + std::to_string(::getpid()) + "_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::vector<std::string> small_corpus() {
+  std::vector<std::string> c;
+  for (const auto& [q, a] : ears::synth_gsm_pairs(300, 7, "train")) c.push_back(q + "\n" + a);
+  c.push_back("The quick brown fox jumps over the lazy dog. It's 12345 o'clock!");
+  return c;
+}
+
+// Trains a small tokenizer once for the whole binary.
+const fs::path& micro_tokenizer_dir() {
+  static const fs::path dir = [] {
+    fs::path d = temp_dir("tok");
+    ears::BpeTrainerOptions o;
+    o.vocab_size = 400;
+    ears::train_bpe_tokenizer(small_corpus(), o, d);
+    return d;
+  }();
+  return dir;
+}
+
+}  // namespace
+
+// ---- BPE trainer ---------------------------------------------------------------------------
+
+TEST(BpeTrainer, WritesATokenizerThatLoadsAndRoundTrips) {
+  const fs::path dir = micro_tokenizer_dir();
+  ASSERT_TRUE(fs::exists(dir / "tokenizer.json"));
+  ASSERT_TRUE(fs::exists(dir / "tokenizer_config.json"));
+  const ears::Tokenizer tok = ears::Tokenizer::load(dir);
+  EXPECT_EQ(tok.vocab_size(), 400);
+  // Special and added tokens at the end, eos from tokenizer_config.json.
+  EXPECT_EQ(tok.token_to_id("<|endoftext|>"), 395);
+  EXPECT_EQ(tok.token_to_id("<|im_start|>"), 396);
+  EXPECT_EQ(tok.token_to_id("<|im_end|>"), 397);
+  EXPECT_EQ(tok.token_to_id("<think>"), 398);
+  EXPECT_EQ(tok.token_to_id("</think>"), 399);
+  EXPECT_TRUE(tok.is_special(397));
+  EXPECT_FALSE(tok.is_special(398));
+  ASSERT_TRUE(tok.eos_token_id().has_value());
+  EXPECT_EQ(*tok.eos_token_id(), 397);
+  // Bytes in GPT-2 order as in Qwen3: "!" = 0, space = 220, "\n" = 198.
+  EXPECT_EQ(tok.token_to_id("!"), 0);
+  EXPECT_EQ(tok.token_to_id("\xC4\xA0"), 220);  // "Ġ"
+  EXPECT_EQ(tok.token_to_id("\xC4\x8A"), 198);  // "Ċ"
+
+  for (const std::string text : {std::string("Maria has 20 strawberries. She keeps 5 for herself."),
+                                 std::string("A farm has 116 goats and 14 ducks. How many legs are there in total?"),
+                                 std::string("caf\xC3\xA9 na\xC3\xAFve \xE2\x82\xAC 3.50 \xF0\x9F\x98\x80 \t\n\n  x"),
+                                 ears::qwen3_chat_prompt("What is 2+2?", false) + "4<|im_end|>"}) {
+    const std::vector<int32_t> ids = tok.encode(text);
+    EXPECT_EQ(tok.decode(ids), text);
+  }
+  // The merges did something: frequent words are single tokens.
+  EXPECT_LT(tok.encode("How many strawberries").size(), 8u);
+  // Digits are always single tokens.
+  const std::vector<int32_t> num = tok.encode("1234567890");
+  ASSERT_EQ(num.size(), 10u);
+  for (std::size_t i = 0; i < num.size(); ++i) EXPECT_EQ(tok.decode(std::vector<int32_t>{num[i]}), std::string(1, "1234567890"[i]));
+  // The chat template with thinking off encodes its markers as single added tokens.
+  const std::vector<int32_t> chat = tok.encode(ears::qwen3_chat_prompt("hi", false));
+  EXPECT_EQ(chat.front(), 396);
+  EXPECT_NE(std::find(chat.begin(), chat.end(), 398), chat.end());
+  EXPECT_NE(std::find(chat.begin(), chat.end(), 399), chat.end());
+}
+
+TEST(BpeTrainer, IsDeterministicAndRejectsATinyVocab) {
+  const fs::path d = temp_dir("tok2");
+  ears::BpeTrainerOptions o;
+  o.vocab_size = 400;
+  ears::train_bpe_tokenizer(small_corpus(), o, d);
+  EXPECT_EQ(ears::test::read_file(d / "tokenizer.json"), ears::test::read_file(micro_tokenizer_dir() / "tokenizer.json"));
+  o.vocab_size = 200;
+  EXPECT_THROW(ears::train_bpe_tokenizer(small_corpus(), o, d), ears::Error);
+  fs::remove_all(d);
+}
+
+// ---- safetensors writer --------------------------------------------------------------------
+
+TEST(SafetensorsWriter, RoundTripsThroughCheckpointBitExactly) {
+  const fs::path d = temp_dir("st");
+  at::manual_seed(3);
+  ears::ParamMap t;
+  t["b.f32"] = at::randn({3, 5});
+  t["a.bf16"] = at::randn({7}).to(at::kBFloat16);
+  t["c.i64"] = at::arange(-4, 5, at::TensorOptions().dtype(at::kLong)).view({3, 3});
+  t["d.bool"] = at::rand({11}) > 0.5;
+  t["e.scalar"] = at::full({}, 2.5f);
+  ears::save_safetensors(d / "model.safetensors", t);
+
+  // Header: 8 + N is a multiple of 8; data in sorted-name order.
+  const std::string bytes = ears::test::read_file(d / "model.safetensors");
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  EXPECT_EQ((8 + n) % 8, 0u);
+  EXPECT_EQ(bytes[8], '{');
+
+  const ears::Checkpoint ck = ears::Checkpoint::open(d);
+  EXPECT_EQ(ck.names(), (std::vector<std::string>{"a.bf16", "b.f32", "c.i64", "d.bool", "e.scalar"}));
+  for (const auto& [name, x] : t) {
+    EXPECT_EQ(ck.dtype(name), x.scalar_type()) << name;
+    EXPECT_EQ(ck.shape(name), x.sizes().vec()) << name;
+    const at::Tensor y = ck.load(name, c10::Device(c10::kCPU), x.scalar_type());
+    ASSERT_EQ(y.numel(), x.numel());
+    EXPECT_EQ(std::memcmp(y.contiguous().data_ptr(), x.contiguous().data_ptr(), x.numel() * x.element_size()), 0) << name;
+  }
+  // bf16 conversion on save.
+  ears::save_safetensors(d / "model.safetensors", {{"w", t["b.f32"]}}, at::kBFloat16);
+  const ears::Checkpoint ck2 = ears::Checkpoint::open(d);
+  EXPECT_EQ(ck2.dtype("w"), at::kBFloat16);
+  EXPECT_TRUE(at::equal(ck2.load("w", c10::Device(c10::kCPU), at::kBFloat16), t["b.f32"].to(at::kBFloat16)));
+  // Byte counts are checked.
+  ears::SafetensorsBlobs bad;
+  bad["x"] = {"F32", {2, 2}, std::string(12, '\0')};
+  EXPECT_THROW(ears::safetensors_serialize(bad), ears::Error);
+  bad["x"] = {"F33", {1}, std::string(4, '\0')};
+  EXPECT_THROW(ears::safetensors_serialize(bad), ears::Error);
+  fs::remove_all(d);
+}
+
+// ---- target: training forward, AdamW, save -> CausalLM::load ---------------------------------
+
+namespace {
+
+ears::TargetArch micro_arch() {
+  ears::TargetArch a;
+  a.hidden = 48;
+  a.layers = 2;
+  a.heads = 4;
+  a.kv_heads = 2;
+  a.head_dim = 16;
+  a.intermediate = 96;
+  a.max_position_embeddings = 256;
+  return a;
+}
+
+struct MicroData {
+  ears::DocPools pools;
+  std::unique_ptr<ears::DocSampler> sampler;
+};
+
+}  // namespace
+
+TEST(TrainTarget, LossDecreasesAndTheSavedModelMatchesTheTrainingForward) {
+  const ears::Tokenizer tok = ears::Tokenizer::load(micro_tokenizer_dir());
+  const ears::ModelConfig cfg = ears::qwen3_config(micro_arch(), tok.vocab_size(), *tok.token_to_id("<|im_end|>"));
+  ears::CorpusOptions co;
+  co.seed = 7;
+  co.synth_n = 200;
+  co.gsm8k_train = "none";
+  const ears::DocPools pools = ears::build_doc_pools(tok, co, 0.1f);
+  ears::DocSampler sampler(pools, 0.2, 1);
+  const ears::PackedBatch batch = ears::pack_batch(sampler, 4, 96, c10::Device(c10::kCPU));
+  // Packing: positions restart at 0 per document and attention never crosses documents.
+  EXPECT_EQ(batch.positions[0][0].item<int64_t>(), 0);
+  EXPECT_FALSE(batch.blocked[0][5][5].item<bool>());
+  EXPECT_TRUE(batch.blocked[0][5][6].item<bool>());
+
+  ears::ParamMap p = ears::init_qwen3_params(cfg, 11);
+  EXPECT_EQ(p.count("lm_head.weight"), 0u);  // tied
+  std::vector<at::Tensor> params;
+  std::vector<bool> decay;
+  for (auto& [n, t] : p) {
+    params.push_back(t);
+    decay.push_back(t.dim() >= 2);
+  }
+  ears::AdamW opt(params, decay, {});
+  double first = 0, last = 0;
+  const int steps = 30;
+  for (int s = 0; s < steps; ++s) {  // overfit one fixed batch
+    const auto f = ears::qwen3_train_forward(p, cfg, batch.ids, batch.positions, batch.blocked);
+    at::Tensor loss = ears::weighted_lm_loss(f.logits, batch.targets, batch.weights);
+    if (s == 0) first = loss.item<double>();
+    last = loss.item<double>();
+    loss.backward();
+    ears::clip_grad_norm(params, 1.0);
+    opt.step(ears::cosine_lr(s, steps, 3, 1e-2, 0.1));
+    opt.zero_grad();
+  }
+  EXPECT_NEAR(first, std::log(static_cast<double>(cfg.vocab_size)), 0.5);  // starts near uniform
+  EXPECT_LT(last, first - 1.5) << "first " << first << " last " << last;
+
+  // Save in bf16, load with the inference code, compare on one document (positions 0..n-1).
+  const fs::path d = temp_dir("target");
+  ears::save_qwen3(d, p, cfg);
+  const ears::ModelConfig loaded_cfg = ears::ModelConfig::load(d);
+  EXPECT_EQ(loaded_cfg.torch_dtype, at::kBFloat16);
+  EXPECT_TRUE(loaded_cfg.tie_word_embeddings);
+  const ears::CausalLM model = ears::CausalLM::load(d, c10::Device(c10::kCPU), at::kFloat);
+  const ears::TrainDoc& doc = pools.chat[0];
+  const int64_t n = static_cast<int64_t>(doc.ids.size());
+  const at::Tensor ids = at::tensor(std::vector<int64_t>(doc.ids.begin(), doc.ids.end()), at::kLong).view({1, n});
+  const at::Tensor pos = at::arange(n, at::kLong).view({1, n});
+  const at::Tensor blocked = (pos.view({1, 1, n}) > pos.view({1, n, 1}));
+  ears::ForwardOptions fo;
+  fo.aux_layers = {1, 2};
+  const ears::ForwardOutput inf = model.forward(ids, fo);
+  ears::ParamMap rounded;
+  for (auto& [name, t] : p) rounded[name] = t.detach().to(at::kBFloat16).to(at::kFloat);
+  at::NoGradGuard no_grad;
+  const auto exact = ears::qwen3_train_forward(rounded, cfg, ids, pos, blocked, {1, 2});
+  EXPECT_LT((inf.logits - exact.logits).abs().max().item<double>(), 1e-4);
+  EXPECT_LT((inf.aux_hidden[1] - exact.aux_hidden[1]).abs().max().item<double>(), 1e-4);
+  const auto fp32 = ears::qwen3_train_forward(p, cfg, ids, pos, blocked);
+  EXPECT_LT((inf.logits - fp32.logits).abs().max().item<double>(), 0.1);  // bf16 rounding of the weights only
+  fs::remove_all(d);
+}
+
+TEST(TrainTarget, CosineScheduleAndClipping) {
+  EXPECT_DOUBLE_EQ(ears::cosine_lr(0, 100, 10, 1.0, 0.1), 0.1);
+  EXPECT_DOUBLE_EQ(ears::cosine_lr(9, 100, 10, 1.0, 0.1), 1.0);
+  EXPECT_NEAR(ears::cosine_lr(10, 100, 10, 1.0, 0.1), 1.0, 1e-12);
+  EXPECT_NEAR(ears::cosine_lr(55, 100, 10, 1.0, 0.1), 0.55, 1e-12);
+  EXPECT_NEAR(ears::cosine_lr(100, 100, 10, 1.0, 0.1), 0.1, 1e-12);
+  at::Tensor a = at::zeros({2}).requires_grad_(true), b = at::zeros({1}).requires_grad_(true);
+  (a * at::tensor({3.0f, 0.0f})).sum().add((b * 4.0f).sum()).backward();
+  const at::Tensor norm = ears::clip_grad_norm({a, b}, 1.0);
+  EXPECT_NEAR(norm.item<double>(), 5.0, 1e-5);
+  EXPECT_NEAR(a.grad()[0].item<double>(), 0.6, 1e-5);
+  EXPECT_NEAR(b.grad()[0].item<double>(), 0.8, 1e-5);
+}
+
+// ---- EAGLE-3 -------------------------------------------------------------------------------
+
+TEST(TrainEagle3, TttForwardMatchesEagle3HeadAfterSaveAndLoad) {
+  const ears::Tokenizer tok = ears::Tokenizer::load(micro_tokenizer_dir());
+  const ears::ModelConfig tc = ears::qwen3_config(micro_arch(), tok.vocab_size(), *tok.token_to_id("<|im_end|>"));
+  const fs::path td = temp_dir("e3_target"), hd = temp_dir("e3_head");
+  ears::save_qwen3(td, ears::init_qwen3_params(tc, 5), tc);
+  const ears::CausalLM target = ears::CausalLM::load(td, c10::Device(c10::kCPU), at::kFloat);
+
+  ears::Eagle3Arch arch;
+  arch.heads = 4;
+  arch.kv_heads = 2;
+  arch.head_dim = 16;
+  arch.intermediate = 64;
+  const std::vector<int> aux = {0, 1, 1};
+  const ears::ModelConfig hc = ears::eagle3_config(arch, tc);
+  ears::ParamMap p = ears::init_eagle3_params(hc, 3, 9, target.lm_head_weight(), {});
+  {  // make every weight matter (random norms too) and exactly representable in bf16
+    at::NoGradGuard g;
+    for (auto& [n, t] : p) {
+      if (t.dim() == 1) t.add_(at::randn_like(t) * 0.3);
+      else t.mul_(5.0);
+      t.copy_(t.to(at::kBFloat16).to(at::kFloat));
+    }
+  }
+  ears::save_eagle3(hd, p, hc, tc, aux);
+  const ears::Eagle3Head head = ears::Eagle3Head::load(hd, target);
+  EXPECT_EQ(head.aux_layers(), aux);
+  EXPECT_EQ(head.draft_vocab(), tc.vocab_size);
+  EXPECT_FALSE(head.own_embeddings());
+
+  const std::vector<int32_t> doc = tok.encode(ears::qwen3_chat_prompt("Tom has 3 apples and buys 4 more.", false) + "He has 7.");
+  const int64_t N = static_cast<int64_t>(doc.size());
+  const at::Tensor ids = at::tensor(std::vector<int64_t>(doc.begin(), doc.end()), at::kLong).view({1, N});
+  ears::ForwardOptions fo;
+  fo.aux_layers = aux;
+  const ears::ForwardOutput tf = target.forward(ids, fo);
+  const at::Tensor feats = at::cat(tf.aux_hidden, -1);
+  at::NoGradGuard no_grad;
+  const ears::TttOutput t = ears::eagle3_ttt_forward(p, hc, target.embedding_weight(), feats, tf.logits, ids,
+                                                     at::ones({1, N}), 3, /*keep_logits=*/true);
+  ASSERT_EQ(t.loss.size(), 3u);
+  // Step 0 vs the inference prefill: position t pairs feature t with token t+1.
+  const int64_t L = N - 4;  // a prompt x_0..x_{L-1}; the target "emits" x_L
+  {
+    ears::KVCache cache = head.new_cache(1, N + 8);
+    const at::Tensor tokens = ids.narrow(1, 1, L);  // x_1 .. x_L
+    const auto o = head.forward(tokens, feats.narrow(1, 0, L), true, cache);
+    EXPECT_LT((o.logits[0] - t.logits[0][0].narrow(0, 0, L)).abs().max().item<double>(), 1e-3);
+    // Chain steps 1 and 2 from the last prefill slot: tokens x_{L+1}, x_{L+2}, positions L, L+1.
+    at::Tensor hidden = o.prenorm.narrow(1, L - 1, 1);
+    for (int k = 1; k <= 2; ++k) {
+      const auto c = head.forward(ids.narrow(1, L + k, 1), hidden, false, cache);
+      EXPECT_LT((c.logits[0][0] - t.logits[k][0][L - 1]).abs().max().item<double>(), 1e-3) << "step " << k;
+      hidden = c.prenorm;
+    }
+  }
+  // Loss slots: step k needs token t+k+2, so 3 steps over N tokens give N-2, N-3, N-4 slots.
+  EXPECT_EQ(t.count[0].item<double>(), N - 2);
+  EXPECT_EQ(t.count[2].item<double>(), N - 4);
+  fs::remove_all(td);
+  fs::remove_all(hd);
+}
+
+TEST(TrainEagle3, AFewStepsReduceTheTttLoss) {
+  const ears::Tokenizer tok = ears::Tokenizer::load(micro_tokenizer_dir());
+  const ears::ModelConfig tc = ears::qwen3_config(micro_arch(), tok.vocab_size(), *tok.token_to_id("<|im_end|>"));
+  const ears::ParamMap tp = ears::init_qwen3_params(tc, 5);
+  ears::CorpusOptions co;
+  co.seed = 3;
+  co.synth_n = 50;
+  co.gsm8k_train = "none";
+  const ears::DocPools pools = ears::build_doc_pools(tok, co, 0.0f);
+  ears::DocSampler sampler(pools, 0.0, 2);
+  const ears::PaddedBatch b = ears::pad_batch(sampler, 4, 128, c10::Device(c10::kCPU));
+  const int64_t N = b.ids.size(1);
+  const at::Tensor pos = at::arange(N, at::kLong).view({1, N}).expand({4, N});
+  const at::Tensor blocked = (pos.unsqueeze(1) > pos.unsqueeze(2));
+  ears::TrainForwardOutput tf;
+  {
+    at::NoGradGuard g;
+    tf = ears::qwen3_train_forward(tp, tc, b.ids, pos, blocked, {0, 1, 2});
+  }
+  ears::Eagle3Arch arch;
+  arch.head_dim = 16;
+  arch.intermediate = 64;
+  const ears::ModelConfig hc = ears::eagle3_config(arch, tc);
+  ears::ParamMap p = ears::init_eagle3_params(hc, 3, 1);
+  std::vector<at::Tensor> params;
+  std::vector<bool> decay;
+  for (auto& [n, t] : p) {
+    params.push_back(t);
+    decay.push_back(t.dim() >= 2);
+  }
+  ears::AdamW opt(params, decay, {});
+  const at::Tensor feats = at::cat(tf.aux_hidden, -1);
+  double first = 0, last = 0;
+  for (int s = 0; s < 25; ++s) {
+    ears::TttOutput t = ears::eagle3_ttt_forward(p, hc, tp.at("model.embed_tokens.weight").detach(), feats, tf.logits, b.ids,
+                                                 b.loss_mask, 2);
+    if (s == 0) first = t.total.item<double>();
+    last = t.total.item<double>();
+    t.total.backward();
+    ears::clip_grad_norm(params, 1.0);
+    opt.step(5e-3);
+    opt.zero_grad();
+  }
+  EXPECT_LT(last, first - 0.5) << "first " << first << " last " << last;
+}
