@@ -39,9 +39,11 @@ bool push_token(Sequence& s, int32_t id, const DecodeParams& p) {
   return !s.result.finish_reason.empty();
 }
 
-void finish(Sequence& s, double t_start) {
+// syncs_start: host_sync_count() when generate() began (the request was active since then).
+void finish(Sequence& s, double t_start, int64_t syncs_start) {
   s.done = true;
   s.result.latency_s = now_s() - t_start;
+  s.result.stats.host_syncs = host_sync_count() - syncs_start;
   if (s.decoder) {
     s.stops.push_text(s.decoder->flush());
     s.result.text = std::string(s.stops.kept());
@@ -126,9 +128,9 @@ std::vector<GenResult> Engine::generate(const std::vector<GenRequest>& batch, co
     if (h0[b][1] != 0) {
       s.result.error = "non-finite logits in the prefill";
       s.result.finish_reason = "error";
-      finish(s, t_start);
+      finish(s, t_start, n_syncs_start);
     } else if (push_token(s, static_cast<int32_t>(h0[b][0]), p)) {
-      finish(s, t_start);
+      finish(s, t_start, n_syncs_start);
     } else {
       active.push_back(b);
     }
@@ -244,7 +246,7 @@ std::vector<GenResult> Engine::generate(const std::vector<GenRequest>& batch, co
       auto& s = seqs[active[i]];
       s.result.stats.draft_s += t4 - t3;
       s.result.stats.other_s += t3 - t2;
-      if (s.done) finish(s, t_start);
+      if (s.done) finish(s, t_start, n_syncs_start);
     }
     for (int64_t r : rows) still.push_back(active[r]);
     if (still.size() != active.size()) keep_rows(rows);
@@ -253,11 +255,7 @@ std::vector<GenResult> Engine::generate(const std::vector<GenRequest>& batch, co
 
   std::vector<GenResult> results;
   results.reserve(B);
-  const int64_t syncs = host_sync_count() - n_syncs_start;
-  for (auto& s : seqs) {
-    s.result.stats.host_syncs = syncs;
-    results.push_back(std::move(s.result));
-  }
+  for (auto& s : seqs) results.push_back(std::move(s.result));
   return results;
 }
 

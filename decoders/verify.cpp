@@ -129,7 +129,7 @@ VerifyOutput verify(const VerifierSpec& spec, const VerifyInput& in) {
       at::Tensor q_pos = q_x > 0;
       at::Tensor ratio = p_x / at::where(q_pos, q_x, at::full_like(q_x, 1e-10));
       const at::Tensor u_acc = in.uniforms_accept.to(at::kFloat);
-      primary = ratio >= u_acc;
+      primary = (ratio >= u_acc).logical_and_(p_x > 0);  // p_t(x) = 0 never passes, even at U = 0
       if (kind == VerifierSpec::Baseline) {
         accept = primary.logical_and(q_pos);
       } else {

@@ -50,7 +50,7 @@ int run_report(const ReportArgs& a) {
   const fs::path out = a.out.empty() ? fs::path(a.dirs.front()) : fs::path(a.out);
   const Report report = report_from_run_dirs(as_paths(a.dirs));
   write_report_files(report, out);
-  if (!a.quiet) fmt::print("{}\n", render_markdown(report));
+  if (!a.quiet) fmt::print("{}\n", runner::report_summary(render_markdown(report)));
   fmt::print("Report written to {}{}\n", out.string(), report.partial ? " (PARTIAL)" : "");
   return 0;
 }
@@ -71,7 +71,7 @@ int run_merge(const MergeArgs& a) {
   if (fs::exists(cfg)) write_file_atomic(fs::path(a.out) / runner::kConfigFile, read_text(cfg, "the config"));
   const Report report = report_from_run_dirs(as_paths(a.shards));
   write_report_files(report, a.out);
-  if (!a.quiet) fmt::print("{}\n", render_markdown(report));
+  if (!a.quiet) fmt::print("{}\n", runner::report_summary(render_markdown(report)));
   fmt::print("Merged {} run directories into {}{}\n", a.shards.size(), a.out, report.partial ? " (PARTIAL)" : "");
   return 0;
 }

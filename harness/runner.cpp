@@ -154,6 +154,13 @@ void ResultsWriter::sync() {
     fail("{}: fsync failed ({})", file_.string(), std::strerror(errno));
 }
 
+std::string report_summary(const std::string& md) {
+  const auto results = md.find("## Results");
+  if (results == std::string::npos) return md;
+  const auto next = md.find("\n## ", results);
+  return next == std::string::npos ? md : md.substr(0, next + 1);
+}
+
 std::string git_commit() {
 #ifdef EARS_SOURCE_DIR
   std::string dir = EARS_SOURCE_DIR;
@@ -795,7 +802,7 @@ int run_experiment(const RunOptions& o) {
   write_run_meta(meta, dir);
   const Report report = report_from_run_dirs({dir});
   write_report_files(report, dir);
-  if (!o.quiet) fmt::print("{}\n", render_markdown(report));
+  if (!o.quiet) fmt::print("{}\n", report_summary(render_markdown(report)));
   if (!spec.gates.empty()) {
     std::vector<GateCheck> checks;
     for (const auto& g : spec.gates) checks.push_back(GateCheck{g.arm, g.metric, g.op, g.value});

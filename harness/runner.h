@@ -123,6 +123,10 @@ class ResultsWriter {
   int fd_ = -1;
 };
 
+// The head of report.md (title, partial warning, the "## Results" table and its notes): what
+// run / report / merge print on stdout at the end.
+std::string report_summary(const std::string& markdown);
+
 // Facts about this machine and build for report.environment.
 std::string git_commit();  // `git rev-parse --short HEAD` of the source dir, else "unknown"
 std::string host_name();

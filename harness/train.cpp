@@ -31,14 +31,14 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-uint64_t splitmix64(uint64_t& state) {
+uint64_t train_rng_next(uint64_t& state) {
   uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   return z ^ (z >> 31);
 }
 
-double uniform01(uint64_t& state) { return static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53; }
+double uniform01(uint64_t& state) { return static_cast<double>(train_rng_next(state) >> 11) * 0x1.0p-53; }
 
 void write_text(const fs::path& file, const std::string& text) {
   std::ofstream out(file, std::ios::binary | std::ios::trunc);
@@ -193,7 +193,7 @@ const TrainDoc& DocSampler::draw(Pool& p) {
   if (p.pos >= p.order.size()) {  // new epoch: Fisher-Yates with our own stream
     p.order.resize(p.docs->size());
     std::iota(p.order.begin(), p.order.end(), 0u);
-    for (std::size_t i = p.order.size(); i > 1; --i) std::swap(p.order[i - 1], p.order[splitmix64(state_) % i]);
+    for (std::size_t i = p.order.size(); i > 1; --i) std::swap(p.order[i - 1], p.order[train_rng_next(state_) % i]);
     p.pos = 0;
   }
   return (*p.docs)[p.order[p.pos++]];

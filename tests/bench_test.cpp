@@ -27,15 +27,15 @@ std::string exe() {
   return (fs::read_symlink("/proc/self/exe").parent_path() / "ears-bench").string();
 }
 
-struct Run {
+struct ExeRun {
   int code = -1;
   std::string out, err;
 };
 
-Run run(const std::string& args) {
+ExeRun run(const std::string& args) {
   const std::string err_file = (fs::temp_directory_path() / ("ears_bench_test_err_" + std::to_string(::getpid()))).string();
   const std::string cmd = "'" + exe() + "' " + args + " 2>'" + err_file + "'";
-  Run r;
+  ExeRun r;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return r;
   std::array<char, 4096> buf;
@@ -49,7 +49,7 @@ Run run(const std::string& args) {
 }
 
 json run_json(const std::string& args) {
-  Run r = run(args);
+  ExeRun r = run(args);
   EXPECT_EQ(r.code, 0) << args << "\nstderr: " << r.err;
   json j = json::parse(r.out, nullptr, /*allow_exceptions=*/false);
   EXPECT_FALSE(j.is_discarded()) << args << ": stdout is not JSON:\n" << r.out;
@@ -148,7 +148,7 @@ TEST(BenchCli, ForwardOnTinyCheckpoint) {
 TEST(BenchCli, ForwardOnGeneratedCheckpointAndMarkdown) {
   // The generated checkpoint (--quick: hidden 64, 2 layers, 4 heads, 2 KV heads, head_dim 16,
   // intermediate 128, vocab 1000, tied) is written, loaded and counted.
-  Run r = run("bench forward --quick --dtype float32 --batch 3");
+  ExeRun r = run("bench forward --quick --dtype float32 --batch 3");
   ASSERT_EQ(r.code, 0) << r.err;
   const int64_t D = 64, I = 128, hd = 16, H = 4, K = 2, V = 1000, L = 2;
   const int64_t per_layer = 2 * D + (H + 2 * K) * hd * D + H * hd * D + 3 * I * D + 2 * hd;
@@ -215,11 +215,11 @@ TEST(BenchCli, E2eOnTinyPair) {
 }
 
 TEST(BenchCli, BadInputIsOneLineError) {
-  Run r = run("bench forward --model /nonexistent/ears-model --quick");
+  ExeRun r = run("bench forward --model /nonexistent/ears-model --quick");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--model"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  Run b = run("bench forward --batch 0 --quick");
+  ExeRun b = run("bench forward --batch 0 --quick");
   EXPECT_EQ(b.code, 2);
   EXPECT_NE(b.err.find("--batch"), std::string::npos) << b.err;
 }

@@ -80,8 +80,13 @@ TEST(BpeTrainer, WritesATokenizerThatLoadsAndRoundTrips) {
     const std::vector<int32_t> ids = tok.encode(text);
     EXPECT_EQ(tok.decode(ids), text);
   }
-  // The merges did something: frequent words are single tokens.
-  EXPECT_LT(tok.encode("How many strawberries").size(), 8u);
+  // The merges compress the training text (bytes alone would give 1 byte per token).
+  std::size_t bytes = 0, tokens = 0;
+  for (const auto& text : small_corpus()) {
+    bytes += text.size();
+    tokens += tok.encode(text).size();
+  }
+  EXPECT_GT(static_cast<double>(bytes) / static_cast<double>(tokens), 1.5);
   // Digits are always single tokens.
   const std::vector<int32_t> num = tok.encode("1234567890");
   ASSERT_EQ(num.size(), 10u);
@@ -323,9 +328,10 @@ TEST(TrainEagle3, AFewStepsReduceTheTttLoss) {
   co.gsm8k_train = "none";
   const ears::DocPools pools = ears::build_doc_pools(tok, co, 0.0f);
   ears::DocSampler sampler(pools, 0.0, 2);
-  const ears::PaddedBatch b = ears::pad_batch(sampler, 4, 128, c10::Device(c10::kCPU));
+  const ears::PaddedBatch b = ears::pad_batch(sampler, 3, 400, c10::Device(c10::kCPU));
+  ASSERT_GT(b.loss_mask.sum().item<double>(), 100.0);
   const int64_t N = b.ids.size(1);
-  const at::Tensor pos = at::arange(N, at::kLong).view({1, N}).expand({4, N});
+  const at::Tensor pos = at::arange(N, at::kLong).view({1, N}).expand({b.ids.size(0), N});
   const at::Tensor blocked = (pos.unsqueeze(1) > pos.unsqueeze(2));
   ears::TrainForwardOutput tf;
   {
@@ -345,9 +351,12 @@ TEST(TrainEagle3, AFewStepsReduceTheTttLoss) {
   }
   ears::AdamW opt(params, decay, {});
   const at::Tensor feats = at::cat(tf.aux_hidden, -1);
+  // A random target is nearly uniform (loss floor = its entropy); sharpen it so there is
+  // something to learn: the teacher becomes a near-deterministic function of the features.
+  const at::Tensor teacher_logits = tf.logits * 40.0;
   double first = 0, last = 0;
-  for (int s = 0; s < 25; ++s) {
-    ears::TttOutput t = ears::eagle3_ttt_forward(p, hc, tp.at("model.embed_tokens.weight").detach(), feats, tf.logits, b.ids,
+  for (int s = 0; s < 20; ++s) {
+    ears::TttOutput t = ears::eagle3_ttt_forward(p, hc, tp.at("model.embed_tokens.weight").detach(), feats, teacher_logits, b.ids,
                                                  b.loss_mask, 2);
     if (s == 0) first = t.total.item<double>();
     last = t.total.item<double>();
@@ -356,5 +365,5 @@ TEST(TrainEagle3, AFewStepsReduceTheTttLoss) {
     opt.step(5e-3);
     opt.zero_grad();
   }
-  EXPECT_LT(last, first - 0.5) << "first " << first << " last " << last;
+  EXPECT_LT(last, 0.7 * first) << "first " << first << " last " << last;
 }
