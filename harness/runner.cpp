@@ -430,7 +430,7 @@ void check_checkpoint_dir(const std::string& label, const std::string& key, cons
 
 RequestResult make_request_result(const GenResult& g, const std::string& run_id, const std::string& arm,
                                   const Request& request, int repeat, uint64_t seed, int gamma,
-                                  const std::string& scorer, bool* dropped_uncertainty) {
+                                  const std::string& scorer) {
   RequestResult r;
   r.run_id = run_id;
   r.arm = arm;
@@ -467,15 +467,6 @@ RequestResult make_request_result(const GenResult& g, const std::string& run_id,
   r.distortion_positions = st.distortion_n;
   r.uncertainty_sum = st.uncertainty_sum;
   r.uncertainty_count = judged;
-  // results.jsonl requires the decile histograms to cover every drafted token (or be all zero).
-  // Should the engine bucket only the positions its verifier judged, drop them rather than
-  // write an inconsistent line.
-  if (judged != 0 && judged != r.drafted) {
-    std::fill(r.drafted_by_uncertainty.begin(), r.drafted_by_uncertainty.end(), 0);
-    std::fill(r.accepted_by_uncertainty.begin(), r.accepted_by_uncertainty.end(), 0);
-    std::fill(r.pardoned_by_uncertainty.begin(), r.pardoned_by_uncertainty.end(), 0);
-    if (dropped_uncertainty) *dropped_uncertainty = true;
-  }
   r.text = g.text;
   r.output_ids.assign(g.ids.begin(), g.ids.end());
   r.error = g.error;
@@ -564,6 +555,9 @@ int run_experiment(const RunOptions& o) {
   std::vector<const Request*> reqs;
   for (std::size_t i = 0; i < dataset.requests.size(); ++i)
     if (shard.contains(i)) reqs.push_back(&dataset.requests[i]);
+  if (reqs.empty())
+    say(fmt::format("warning: no requests to run (the dataset has {} request(s){}); the report will be empty",
+                    dataset.requests.size(), shard.active() ? fmt::format(", none in shard {}", shard.str()) : ""));
   const std::size_t n_arms = spec.arms.size();
   const int repeats = std::max(1, spec.run.repeats);
   const int64_t expected = static_cast<int64_t>(reqs.size()) * static_cast<int64_t>(n_arms) * repeats;
@@ -741,7 +735,6 @@ int run_experiment(const RunOptions& o) {
   for (const auto& a : spec.arms) group = std::max<std::size_t>(group, static_cast<std::size_t>(std::max(1, a.decoding.batch_size)));
   const std::vector<WorkUnit> units = plan_units(n_arms, reqs.size(), group, repeats, spec.run.order, spec.decoding.seed);
   Progress progress(mode, expected, already);
-  bool warned_uncertainty = false;
   bool stopped = false;
   {
     StopSignals signals;
@@ -770,14 +763,8 @@ int run_experiment(const RunOptions& o) {
         a.wall_s += now_s() - t0;
         int64_t out_tokens = 0, emitted = 0, steps = 0;
         for (std::size_t k = 0; k < idxs.size(); ++k) {
-          bool dropped = false;
           RequestResult r = make_request_result(out[k], run_id, arm_name, *reqs[idxs[k]], u.repeat, a.spec->decoding.seed,
-                                                gamma, dataset.scorer, &dropped);
-          if (dropped && !warned_uncertainty) {
-            warned_uncertainty = true;
-            progress.message("warning: the engine's uncertainty deciles do not cover every drafted token; they are "
-                             "left out of results.jsonl");
-          }
+                                                gamma, dataset.scorer);
           r.validate(fmt::format("arm '{}' request '{}'", arm_name, r.request_id));
           writer.append(result_to_jsonl_line(r));
           done.insert({arm_name, r.request_id, u.repeat});
@@ -786,12 +773,15 @@ int run_experiment(const RunOptions& o) {
         }
         writer.sync();
         progress.add(static_cast<int64_t>(idxs.size()), out_tokens, emitted, steps);
+        // Keep the wall times in run_meta.json current for --resume after a kill (a kill between
+        // the results and this write loses one batch's wall time).
+        meta.arms[u.arm].wall_s = a.wall_s;
+        write_run_meta(meta, dir);
       }
-      meta.arms[u.arm].wall_s = a.wall_s;
-      write_run_meta(meta, dir);
       if (g_stop_signal) break;
     }
-    stopped = g_stop_signal != 0;
+    // A signal that came after the last batch stopped nothing.
+    stopped = g_stop_signal != 0 && progress.state().done < expected;
     progress.finish();
   }
   const int signal = g_stop_signal;

@@ -70,11 +70,10 @@ int validate_experiment(const std::string& config_file, const std::vector<std::s
 // counters (distortion_n -> distortion_positions, drafted_by_u -> drafted_by_uncertainty, ...;
 // uncertainty_count = the positions bucketed), output_tokens = generated ids (a stop token
 // included), and the text is scored with the dataset's scorer (correct = strict-match for gsm8k,
-// exact match for qa). If the uncertainty deciles do not sum to `drafted` (validate() would reject
-// the line) they are zeroed and *dropped_uncertainty set.
+// exact match for qa). The uncertainty deciles count the positions the verifier judged.
 RequestResult make_request_result(const GenResult& g, const std::string& run_id, const std::string& arm,
                                   const Request& request, int repeat, uint64_t seed, int gamma,
-                                  const std::string& scorer, bool* dropped_uncertainty = nullptr);
+                                  const std::string& scorer);
 
 struct Shard {
   int index = 0;

@@ -1,6 +1,7 @@
 #include "harness/train.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -575,18 +576,19 @@ TttOutput eagle3_ttt_forward(const ParamMap& p, const ModelConfig& c, const at::
   const at::Tensor blocked0 = (ar.view({1, N}) > ar.view({N, 1})).view({1, 1, 1, N, N});
   const at::Tensor teacher_all = at::softmax(target_logits.to(at::kFloat), -1).detach();
   const at::Tensor teacher_arg_all = target_logits.argmax(-1);
+  const c10::ScalarType dt = param(p, "fc.weight").scalar_type();  // compute dtype = the weights' dtype
 
-  at::Tensor h = layers::linear(features.to(at::kFloat), param(p, "fc.weight"));
+  at::Tensor h = layers::linear(features.to(dt), param(p, "fc.weight"));
   std::vector<at::Tensor> keys, values;  // per step [B, K, 1, N, hd]
   TttOutput out;
   at::Tensor total;
   for (int k = 0; k < ttt_steps; ++k) {
     const at::Tensor tok = shift_left(ids, k + 1);
-    const at::Tensor emb = at::embedding(embed, tok).to(at::kFloat).detach();
+    const at::Tensor emb = at::embedding(embed, tok).to(dt).detach();
     const at::Tensor x = at::cat({layers::rms_norm(emb, param(p, "midlayer.input_layernorm.weight"), eps),
                                   layers::rms_norm(h, param(p, "midlayer.hidden_norm.weight"), eps)},
                                  -1);
-    const layers::RopeTables rope = layers::rope_tables(inv_freq, (ar + k).view({1, N}).expand({B, N}), at::kFloat);
+    const layers::RopeTables rope = layers::rope_tables(inv_freq, (ar + k).view({1, N}).expand({B, N}), dt);
     const at::Tensor q = layers::apply_rope(layers::linear(x, param(p, "midlayer.self_attn.q_proj.weight")).view({B, N, H, hd}), rope);
     const at::Tensor kk = layers::apply_rope(layers::linear(x, param(p, "midlayer.self_attn.k_proj.weight")).view({B, N, K, hd}), rope);
     const at::Tensor vv = layers::linear(x, param(p, "midlayer.self_attn.v_proj.weight")).view({B, N, K, hd});
@@ -597,7 +599,7 @@ TttOutput eagle3_ttt_forward(const ParamMap& p, const ModelConfig& c, const at::
     std::vector<at::Tensor> scores = {
         at::matmul(qg, keys[0].transpose(-1, -2)).mul(scale).masked_fill(blocked0, -std::numeric_limits<double>::infinity())};
     for (int i = 1; i <= k; ++i) scores.push_back((qg * keys[i]).sum(-1, /*keepdim=*/true).mul(scale));  // [B,K,G,N,1]
-    const at::Tensor probs = at::softmax(at::cat(scores, -1), -1, at::kFloat);
+    const at::Tensor probs = at::softmax(at::cat(scores, -1), -1, at::kFloat).to(dt);
     at::Tensor attn = at::matmul(probs.narrow(-1, 0, N), values[0]);
     for (int i = 1; i <= k; ++i) attn = attn + probs.narrow(-1, N + i - 1, 1) * values[i];
     attn = attn.permute({0, 3, 1, 2, 4}).reshape({B, N, H * hd});
@@ -611,9 +613,9 @@ TttOutput eagle3_ttt_forward(const ParamMap& p, const ModelConfig& c, const at::
 
     const at::Tensor teacher = shift_left(teacher_all, k + 1);
     const at::Tensor mask = shift_left(loss_mask, k + 2);  // token t+k+2 exists and is a loss token
-    const at::Tensor ce = -(teacher * at::log_softmax(logits, -1)).sum(-1);  // [B, N]
+    const at::Tensor ce = -(teacher * at::log_softmax(logits, -1, at::kFloat)).sum(-1);  // [B, N]
     const at::Tensor count = mask.sum();
-    const at::Tensor loss = (ce * mask).sum() / count.clamp_min(1.0);
+    const at::Tensor loss = (ce * mask).sum() / count.clamp_min(1.0);  // fp32
     const at::Tensor correct = ((logits.argmax(-1) == shift_left(teacher_arg_all, k + 1)).to(at::kFloat) * mask).sum();
     out.loss.push_back(loss);
     out.correct.push_back(correct.detach());
@@ -642,6 +644,14 @@ void save_eagle3(const fs::path& dir, const ParamMap& p, const ModelConfig& c, c
 // end-to-end
 
 namespace {
+
+// Mixed precision: the fp32 master weights cast to the compute dtype (autograd-tracked casts).
+ParamMap cast_params(const ParamMap& p, c10::ScalarType dt) {
+  if (dt == at::kFloat) return p;
+  ParamMap out;
+  for (const auto& [n, t] : p) out.emplace(n, t.to(dt));
+  return out;
+}
 
 std::vector<at::Tensor> values_of(const ParamMap& p) {
   std::vector<at::Tensor> v;
@@ -679,7 +689,7 @@ void write_train_log(const fs::path& file, const std::string& kind, const ojson&
 ojson schedule_json(const TrainSchedule& s) {
   return {{"steps", s.steps}, {"batch", s.batch}, {"seq_len", s.seq_len}, {"warmup", s.warmup},
           {"lr", s.lr}, {"min_lr_ratio", s.min_lr_ratio}, {"weight_decay", s.weight_decay}, {"clip", s.clip},
-          {"minutes", s.minutes}, {"seed", s.seed}, {"threads", s.threads}};
+          {"minutes", s.minutes}, {"seed", s.seed}, {"threads", s.threads}, {"dtype", s.dtype}};
 }
 
 ojson corpus_json(const CorpusOptions& c, const std::string& natural_source) {
@@ -790,17 +800,20 @@ TrainReport train_target(const TargetTrainOptions& o, const LogFn& log) {
                         pools.chat.size(), double(chat_tokens) / pools.chat.size(), pools.natural.size(),
                         pools.natural_source, now_s() - t0));
   DocSampler sampler(pools, o.natural_fraction, s.seed);
+  const c10::ScalarType compute = parse_dtype(s.dtype, "--dtype");
   ParamMap params = init_qwen3_params(cfg, s.seed, device);
   int64_t n_params = 0;
   for (const auto& [n, t] : params) n_params += t.numel();
-  emit(log, fmt::format("model: {} layers, hidden {}, vocab {}, {:.2f} M parameters; batch {} x {} tokens", cfg.num_hidden_layers,
-                        cfg.hidden_size, cfg.vocab_size, n_params / 1e6, s.batch, s.seq_len));
+  emit(log, fmt::format("model: {} layers, hidden {}, vocab {}, {:.2f} M parameters; batch {} x {} tokens; {} compute, fp32 "
+                        "master weights; {} threads",
+                        cfg.num_hidden_layers, cfg.hidden_size, cfg.vocab_size, n_params / 1e6, s.batch, s.seq_len,
+                        dtype_name(compute), at::get_num_threads()));
 
   TrainReport r = run_loop(
       s, values_of(params), decay_flags(params),
       [&](int64_t) {
         const PackedBatch b = pack_batch(sampler, s.batch, s.seq_len, device);
-        const TrainForwardOutput f = qwen3_train_forward(params, cfg, b.ids, b.positions, b.blocked);
+        const TrainForwardOutput f = qwen3_train_forward(cast_params(params, compute), cfg, b.ids, b.positions, b.blocked);
         return weighted_lm_loss(f.logits, b.targets, b.weights);
       },
       log);
@@ -827,7 +840,8 @@ TrainReport train_eagle3(const Eagle3TrainOptions& o, const LogFn& log) {
   set_threads(s.threads);
   const c10::Device device = parse_device(s.device, "--device");
   if (o.ttt_steps < 1) fail("--ttt must be at least 1");
-  const CausalLM target = CausalLM::load(o.target, device, at::kFloat);
+  const c10::ScalarType compute = parse_dtype(s.dtype, "--dtype");
+  const CausalLM target = CausalLM::load(o.target, device, compute);
   const ModelConfig& tc = target.config();
   const Tokenizer tok = Tokenizer::load(o.target);
   std::vector<int> aux = o.arch.aux_layers;
@@ -883,7 +897,8 @@ TrainReport train_eagle3(const Eagle3TrainOptions& o, const LogFn& log) {
           logits = f.logits;
           feats = std::move(f.aux_hidden);
         }
-        TttOutput t = eagle3_ttt_forward(params, hc, embed, at::cat(feats, -1), logits, b.ids, b.loss_mask, o.ttt_steps);
+        TttOutput t = eagle3_ttt_forward(cast_params(params, compute), hc, embed, at::cat(feats, -1), logits, b.ids, b.loss_mask,
+                                         o.ttt_steps);
         for (int k = 0; k < o.ttt_steps; ++k) {
           acc_t[k] = acc_t[k].defined() ? acc_t[k] + t.correct[k].cpu() : t.correct[k].cpu();
           cnt_t[k] = cnt_t[k].defined() ? cnt_t[k] + t.count[k].cpu() : t.count[k].cpu();

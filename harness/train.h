@@ -227,6 +227,10 @@ struct TrainSchedule {
   int64_t log_every = 10;
   int threads = 0;
   std::string device = "cpu";
+  // Compute dtype: the fp32 master weights are cast to it for every forward/backward (mixed
+  // precision); bfloat16 uses the CPU's bf16 matmul units (AMX/AVX512-BF16 via oneDNN), about
+  // 10x faster than fp32 here. Optimizer state and updates stay fp32.
+  std::string dtype = "bfloat16";
 };
 
 struct TrainReport {

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -130,9 +131,13 @@ TEST(BenchCli, ForwardOnTinyCheckpoint) {
     const uint64_t elem = r["dtype"] == "float32" ? 4 : 2;
     // untied lm_head: the step streams everything but the embedding table
     EXPECT_EQ(r["weight_bytes"].get<uint64_t>(), (params - embed) * elem) << r.dump();
+    // K and V of 6 layers x 2 KV heads x head_dim 24 over the 128-position context + the new tokens
+    const uint64_t B = r["batch"].get<uint64_t>(), T = r["tokens_per_step"].get<uint64_t>();
+    EXPECT_EQ(r["kv_bytes"].get<uint64_t>(), 6 * 2 * B * 2 * (128 + T) * 24 * elem) << r.dump();
     const double ms = r["ms_per_step"].get<double>();
     const double bytes = r["weight_bytes"].get<double>() + r["kv_bytes"].get<double>();
-    EXPECT_NEAR(r["floor_ms"].get<double>(), bytes / (bw * 1e9) * 1e3, 1e-9 + 1e-9 * bytes);
+    const double floor_ms = bytes / (bw * 1e9) * 1e3;
+    EXPECT_NEAR(r["floor_ms"].get<double>(), floor_ms, 1e-9 * floor_ms);
     EXPECT_NEAR(r["ratio"].get<double>(), ms / r["floor_ms"].get<double>(), 1e-6 * r["ratio"].get<double>());
     EXPECT_NEAR(r["tokens_per_s"].get<double>(), r["batch"].get<double>() * r["tokens_per_step"].get<double>() / ms * 1e3,
                 1e-6 * r["tokens_per_s"].get<double>());

@@ -454,9 +454,7 @@ TEST(RunnerHelpers, RequestResultMapping) {
   st.pardoned_by_u = {0, 1, 0, 0, 0, 0, 0, 0, 0, 0};
   st.uncertainty_sum = 0.9, st.distortion_sum = 0.3, st.distortion_n = 6;
   Request req{"jsonl/q/3", "what?", {"7"}, "odd", 4};
-  bool dropped = false;
-  RequestResult r = make_request_result(g, "run1", "ears", req, 1, 42, 3, "qa", &dropped);
-  EXPECT_FALSE(dropped);
+  RequestResult r = make_request_result(g, "run1", "ears", req, 1, 42, 3, "qa");
   EXPECT_NO_THROW(r.validate("mapping"));
   EXPECT_EQ(r.output_tokens, 4);
   EXPECT_EQ(r.output_ids, (std::vector<int64_t>{5, 6, 7, 1}));
@@ -472,12 +470,12 @@ TEST(RunnerHelpers, RequestResultMapping) {
   g.text = "7";
   EXPECT_TRUE(make_request_result(g, "run1", "ears", req, 1, 42, 3, "qa").correct);
   EXPECT_FALSE(make_request_result(g, "run1", "ears", req, 1, 42, 3, "none").has_score);
-  // Deciles that cover only some drafted tokens would make an invalid line: they are dropped.
+  // The deciles cover the judged positions only (fewer than drafted when a step rejects early).
   st.drafted_by_u = {2, 2, 0, 0, 0, 0, 0, 0, 0, 0};
-  r = make_request_result(g, "run1", "ears", req, 1, 42, 3, "qa", &dropped);
-  EXPECT_TRUE(dropped);
+  r = make_request_result(g, "run1", "ears", req, 1, 42, 3, "qa");
   EXPECT_NO_THROW(r.validate("mapping"));
-  EXPECT_EQ(r.drafted_by_uncertainty, std::vector<int64_t>(10, 0));
+  EXPECT_EQ(r.drafted_by_uncertainty[0], 2);
+  EXPECT_EQ(r.uncertainty_count, 4);
 }
 
 // =============================================================================================
