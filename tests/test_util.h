@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,13 +53,22 @@ inline CommandResult run_ears(const std::string& args) {
   return r;
 }
 
-// A fresh empty directory under the system temp dir.
+// A fresh empty directory under the system temp dir, removed when the test binary exits.
 inline std::filesystem::path temp_dir(const std::string& name) {
+  struct Cleanup {
+    std::vector<std::filesystem::path> dirs;
+    ~Cleanup() {
+      std::error_code ec;
+      for (const auto& d : dirs) std::filesystem::remove_all(d, ec);
+    }
+  };
+  static Cleanup cleanup;
   static int counter = 0;
   auto p = std::filesystem::temp_directory_path() /
            ("ears_" + name + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
   std::filesystem::remove_all(p);
   std::filesystem::create_directories(p);
+  cleanup.dirs.push_back(p);
   return p;
 }
 
