@@ -719,12 +719,15 @@ TrainReport run_loop(const TrainSchedule& s, std::vector<at::Tensor> params, std
     ++window_n;
     r.steps_done = step + 1;
     const double elapsed = now_s() - t0;
-    if (s.minutes > 0 && r.steps_done == 5) {
-      // Fit the schedule into the wall-time budget (5% margin), never beyond --steps.
-      const double per = elapsed / 5.0;
-      const auto fit = static_cast<int64_t>((s.minutes * 60.0 - elapsed) * 0.95 / per) + 5;
-      if (fit < r.steps_planned) {
-        r.steps_planned = std::max<int64_t>(fit, 6);
+    if (s.minutes > 0 && (r.steps_done == 5 || r.steps_done % 25 == 0) &&
+        static_cast<double>(r.steps_done) < 0.8 * static_cast<double>(r.steps_planned)) {
+      // Fit the schedule into the wall-time budget (3% margin) at the mean step time so far;
+      // re-checked every 25 steps until 80% of the plan, never beyond --steps.
+      const double per = elapsed / static_cast<double>(r.steps_done);
+      const int64_t fit = std::clamp<int64_t>(
+          r.steps_done + static_cast<int64_t>((s.minutes * 60.0 - elapsed) * 0.97 / per), r.steps_done + 1, s.steps);
+      if (fit != r.steps_planned && std::abs(static_cast<double>(fit - r.steps_planned)) > 0.02 * r.steps_planned) {
+        r.steps_planned = fit;
         emit(log, fmt::format("time budget {:.1f} min at {:.3f} s/step: planning {} steps", s.minutes, per, r.steps_planned));
       }
     }

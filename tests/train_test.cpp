@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <unistd.h>
 #include <filesystem>
 
 #include "datasets/synth_gsm.h"
@@ -47,6 +48,12 @@ const fs::path& micro_tokenizer_dir() {
   }();
   return dir;
 }
+
+// Removes the shared tokenizer directory when the binary finishes.
+struct CleanUp : ::testing::Environment {
+  void TearDown() override { fs::remove_all(fs::temp_directory_path() / ("ears_train_test_" + std::to_string(::getpid()) + "_tok")); }
+};
+const auto* const kCleanUp = ::testing::AddGlobalTestEnvironment(new CleanUp);
 
 }  // namespace
 
@@ -91,6 +98,9 @@ TEST(BpeTrainer, WritesATokenizerThatLoadsAndRoundTrips) {
   const std::vector<int32_t> num = tok.encode("1234567890");
   ASSERT_EQ(num.size(), 10u);
   for (std::size_t i = 0; i < num.size(); ++i) EXPECT_EQ(tok.decode(std::vector<int32_t>{num[i]}), std::string(1, "1234567890"[i]));
+  // Pre-tokens as the trainer sees them: added tokens dropped, digits split, Qwen3 regex.
+  EXPECT_EQ(tok.pretokenize("Hi 123<|im_end|>x  y"),
+            (std::vector<std::string>{"Hi", " ", "1", "2", "3", "x", " ", " y"}));
   // The chat template with thinking off encodes its markers as single added tokens.
   const std::vector<int32_t> chat = tok.encode(ears::qwen3_chat_prompt("hi", false));
   EXPECT_EQ(chat.front(), 396);
