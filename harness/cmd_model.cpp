@@ -8,6 +8,7 @@
 
 #include "decoders/engine.h"
 #include "decoders/runtime.h"
+#include "harness/cli_args.h"
 #include "harness/commands.h"
 #include "harness/error.h"
 #include "harness/model_setup.h"
@@ -17,24 +18,10 @@ namespace {
 
 using json = nlohmann::json;
 
+// Token ids: non-negative 32-bit integers.
 std::vector<int32_t> parse_ids(const std::string& text, const std::string& flag) {
-  std::vector<int32_t> ids;
-  std::string s = text;
-  for (char& c : s)
-    if (c == ',' || c == '[' || c == ']') c = ' ';
-  std::istringstream in(s);
-  std::string tok;
-  while (in >> tok) {
-    try {
-      size_t used = 0;
-      long long v = std::stoll(tok, &used);
-      if (used != tok.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(tok);
-      ids.push_back(static_cast<int32_t>(v));
-    } catch (const std::exception&) {
-      fail("{}: '{}' is not a token id; pass space-separated non-negative integers, e.g. \"1 2 3\"", flag, tok);
-    }
-  }
-  return ids;
+  const std::vector<int64_t> v = parse_int_list(text, flag, 0, INT32_MAX);
+  return std::vector<int32_t>(v.begin(), v.end());
 }
 
 json tensor_rows(const at::Tensor& t2d) {

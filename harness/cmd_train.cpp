@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "harness/cli_args.h"
 #include "harness/commands.h"
 #include "harness/error.h"
 #include "harness/train.h"
@@ -12,25 +13,6 @@
 namespace ears {
 namespace {
 
-std::vector<int> parse_int_list(const std::string& text, const std::string& flag) {
-  std::vector<int> out;
-  std::string s = text;
-  for (char& c : s)
-    if (c == ',' || c == '[' || c == ']') c = ' ';
-  std::istringstream in(s);
-  std::string tok;
-  while (in >> tok) {
-    try {
-      size_t used = 0;
-      const int v = std::stoi(tok, &used);
-      if (used != tok.size()) throw std::invalid_argument(tok);
-      out.push_back(v);
-    } catch (const std::exception&) {
-      fail("{}: '{}' is not an integer; pass e.g. \"1,3,5\"", flag, tok);
-    }
-  }
-  return out;
-}
 
 void print_line(const std::string& line) {
   fmt::print(stderr, "{}\n", line);
@@ -123,7 +105,10 @@ void add_train_commands(CLI::App& app, CommonOptions& common, int& exit_code) {
     add_corpus(sub, o->corpus);
     sub->callback([o, aux, &common, &exit_code]() {
       o->schedule.threads = common.threads;
-      if (!aux->empty()) o->arch.aux_layers = parse_int_list(*aux, "--aux-layers");
+      if (!aux->empty()) {
+        const std::vector<int64_t> ids = parse_int_list(*aux, "--aux-layers", 0, 1024);
+        o->arch.aux_layers.assign(ids.begin(), ids.end());
+      }
       train_eagle3(*o, print_line);
       exit_code = 0;
     });

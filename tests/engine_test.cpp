@@ -19,11 +19,15 @@
 #include "decoders/model.h"
 #include "decoders/runtime.h"
 #include "harness/error.h"
+#include "tests/tensor_test_util.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace ears;
+using ears::test::max_abs;
+using ears::test::row_tensor;
+using ears::test::to_tensor;
 
 namespace {
 
@@ -51,36 +55,11 @@ const Eagle3Head& head() {
   return h;
 }
 
-at::Tensor to_tensor(const json& j) {  // nested float lists -> fp32 tensor
-  std::vector<float> flat;
-  std::vector<int64_t> shape;
-  const json* cur = &j;
-  while (cur->is_array()) {
-    shape.push_back(static_cast<int64_t>(cur->size()));
-    if (cur->empty()) break;
-    cur = &(*cur)[0];
-  }
-  std::function<void(const json&)> walk = [&](const json& x) {
-    if (x.is_array())
-      for (const auto& e : x) walk(e);
-    else
-      flat.push_back(x.get<float>());
-  };
-  walk(j);
-  return at::tensor(flat, at::kFloat).view(shape);
-}
 
 std::vector<int64_t> ids64(const json& j) { return j.get<std::vector<int64_t>>(); }
 std::vector<int32_t> ids32(const json& j) { return j.get<std::vector<int32_t>>(); }
 
-at::Tensor row_tensor(const std::vector<int64_t>& ids) {
-  return at::tensor(ids, at::kLong).view({1, static_cast<int64_t>(ids.size())});
-}
 
-double max_abs(const at::Tensor& a, const at::Tensor& b) {
-  EXPECT_EQ(a.sizes(), b.sizes());
-  return (a.to(at::kFloat) - b.to(at::kFloat)).abs().max().item<double>();
-}
 
 std::vector<int64_t> to_vec(const at::Tensor& t) {
   at::Tensor c = t.to(at::kLong).contiguous().view({-1});

@@ -9,6 +9,7 @@
 #include "decoders/layers.h"
 #include "decoders/model.h"
 #include "harness/error.h"
+#include "tests/tensor_test_util.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;
@@ -16,6 +17,10 @@ using json = nlohmann::json;
 using ears::CausalLM;
 using ears::ForwardOptions;
 using ears::KVCache;
+using ears::test::max_abs;
+using ears::test::mean_abs;
+using ears::test::row_tensor;
+using ears::test::to_tensor;
 
 namespace {
 
@@ -38,38 +43,10 @@ const CausalLM& model(const std::string& name, c10::ScalarType dtype) {
   return it->second;
 }
 
-at::Tensor to_tensor(const json& j) {  // nested float lists -> fp32 tensor
-  std::vector<float> flat;
-  std::vector<int64_t> shape;
-  const json* cur = &j;
-  while (cur->is_array()) {
-    shape.push_back(static_cast<int64_t>(cur->size()));
-    if (cur->empty()) break;
-    cur = &(*cur)[0];
-  }
-  std::function<void(const json&)> walk = [&](const json& x) {
-    if (x.is_array())
-      for (const auto& e : x) walk(e);
-    else
-      flat.push_back(x.get<float>());
-  };
-  walk(j);
-  return at::tensor(flat, at::kFloat).view(shape);
-}
 
 std::vector<int64_t> ids_of(const json& j) { return j.get<std::vector<int64_t>>(); }
 
-at::Tensor ids_tensor(const std::vector<int64_t>& ids) {
-  return at::tensor(ids, at::kLong).view({1, static_cast<int64_t>(ids.size())});
-}
 
-double max_abs(const at::Tensor& a, const at::Tensor& b) {
-  EXPECT_EQ(a.sizes(), b.sizes());
-  return (a.to(at::kFloat) - b.to(at::kFloat)).abs().max().item<double>();
-}
-double mean_abs(const at::Tensor& a, const at::Tensor& b) {
-  return (a.to(at::kFloat) - b.to(at::kFloat)).abs().mean().item<double>();
-}
 
 int64_t argmax_last(const at::Tensor& logits) { return logits[0][-1].argmax().item<int64_t>(); }
 
@@ -83,7 +60,7 @@ std::vector<int64_t> concat(std::vector<int64_t> a, const std::vector<int64_t>& 
 std::pair<std::vector<int64_t>, at::Tensor> greedy(const CausalLM& m, const std::vector<int64_t>& prompt, int n,
                                                    const std::vector<int64_t>* teacher = nullptr) {
   KVCache cache = m.new_cache(1, static_cast<int64_t>(prompt.size()) + n);
-  at::Tensor logits = m.forward(ids_tensor(prompt), cache).logits;
+  at::Tensor logits = m.forward(row_tensor(prompt), cache).logits;
   std::vector<int64_t> tokens;
   std::vector<at::Tensor> rows;
   for (int k = 0; k < n; ++k) {
@@ -91,7 +68,7 @@ std::pair<std::vector<int64_t>, at::Tensor> greedy(const CausalLM& m, const std:
     tokens.push_back(argmax_last(logits));
     if (k + 1 == n) break;
     const int64_t next = teacher ? (*teacher)[static_cast<size_t>(k)] : tokens.back();
-    logits = m.forward(ids_tensor({next}), cache).logits;
+    logits = m.forward(row_tensor({next}), cache).logits;
   }
   EXPECT_EQ(cache.length(0), static_cast<int64_t>(prompt.size()) + n - 1);
   return {tokens, at::stack(rows)};
@@ -144,7 +121,7 @@ TEST(Qwen3Tiny, FullForwardLogitsAndHiddenStates) {
   for (const auto& c : ex["cases"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
     const auto prompt = ids_of(c["prompt_ids"]);
-    const auto out = m.forward(ids_tensor(prompt), opt);
+    const auto out = m.forward(row_tensor(prompt), opt);
     ASSERT_EQ(out.logits.dim(), 3);
     EXPECT_EQ(out.logits.size(1), static_cast<int64_t>(prompt.size()));
     EXPECT_EQ(out.logits.scalar_type(), at::kFloat);
@@ -161,7 +138,7 @@ TEST(Qwen3Tiny, FullForwardLogitsAndHiddenStates) {
     // logits_rows: only the listed rows, identical to the full result.
     ForwardOptions rows_opt;
     rows_opt.logits_rows = at::tensor(positions, at::kLong).view({1, -1});
-    const auto picked = m.forward(ids_tensor(prompt), rows_opt).logits;
+    const auto picked = m.forward(row_tensor(prompt), rows_opt).logits;
     ASSERT_EQ(picked.size(1), static_cast<int64_t>(positions.size()));
     EXPECT_LE(max_abs(picked[0], rows_at(out.logits, positions)), 1e-5);
   }
@@ -184,7 +161,7 @@ TEST(Qwen3Tiny, ShardedIsBitIdentical) {
   const CausalLM& a = model("qwen3-tiny", at::kFloat);
   const CausalLM& b = model("qwen3-tiny-sharded", at::kFloat);
   for (const auto& c : expected("qwen3-tiny")["cases"]) {
-    const at::Tensor ids = ids_tensor(ids_of(c["prompt_ids"]));
+    const at::Tensor ids = row_tensor(ids_of(c["prompt_ids"]));
     EXPECT_TRUE(at::equal(a.forward(ids).logits, b.forward(ids).logits));
   }
 }
@@ -194,13 +171,13 @@ TEST(Qwen3Tiny, CachedDecodeMatchesFullRecompute) {
   const CausalLM& m = model("qwen3-tiny", at::kFloat);
   const auto& c = expected("qwen3-tiny")["cases"][2];
   const auto seq = concat(ids_of(c["prompt_ids"]), ids_of(c["greedy"]["tokens"]));  // 45 tokens
-  const at::Tensor full = m.forward(ids_tensor(seq)).logits;
+  const at::Tensor full = m.forward(row_tensor(seq)).logits;
   // Chunks of uneven size through one cache: 20, 1, 5, 1, 13, 5.
   KVCache cache = m.new_cache(1, 64);
   int64_t start = 0;
   for (int64_t n : {20, 1, 5, 1, 13, 5}) {
     std::vector<int64_t> chunk(seq.begin() + start, seq.begin() + start + n);
-    const at::Tensor got = m.forward(ids_tensor(chunk), cache).logits;
+    const at::Tensor got = m.forward(row_tensor(chunk), cache).logits;
     EXPECT_LE(max_abs(got[0], full[0].narrow(0, start, n)), 1e-4) << "chunk at " << start;
     start += n;
     EXPECT_EQ(cache.length(0), start);
@@ -215,8 +192,8 @@ TEST(Qwen3Tiny, RaggedBatchMatchesSoloRuns) {
   const auto b = ids_of(cases[2]["prompt_ids"]);  // 33
   const int64_t La = static_cast<int64_t>(a.size()), Lb = static_cast<int64_t>(b.size());
   const std::vector<int64_t> extra_a = {5, 77, 300}, extra_b = {12, 9, 250};
-  const at::Tensor solo_a = m.forward(ids_tensor(concat(a, extra_a))).logits[0];
-  const at::Tensor solo_b = m.forward(ids_tensor(concat(b, extra_b))).logits[0];
+  const at::Tensor solo_a = m.forward(row_tensor(concat(a, extra_a))).logits[0];
+  const at::Tensor solo_b = m.forward(row_tensor(concat(b, extra_b))).logits[0];
 
   // Right-padded prefill (pad id 2), then truncate to the real lengths.
   std::vector<int64_t> padded_a = a;
@@ -244,8 +221,8 @@ TEST(Qwen3Tiny, RaggedBatchMatchesSoloRuns) {
   cache.select({1});
   EXPECT_EQ(cache.batch(), 1);
   const auto tail = concat(concat(b, extra_b), {42});
-  const at::Tensor more = m.forward(ids_tensor({42}), cache).logits;
-  EXPECT_LE(max_abs(more[0][0], m.forward(ids_tensor(tail)).logits[0][-1]), 1e-4);
+  const at::Tensor more = m.forward(row_tensor({42}), cache).logits;
+  EXPECT_LE(max_abs(more[0][0], m.forward(row_tensor(tail)).logits[0][-1]), 1e-4);
 }
 
 TEST(Qwen3Tiny, TruncationRollback) {
@@ -254,24 +231,24 @@ TEST(Qwen3Tiny, TruncationRollback) {
   const auto prompt = ids_of(expected("qwen3-tiny")["cases"][1]["prompt_ids"]);
   const int64_t L = static_cast<int64_t>(prompt.size());
   KVCache cache = m.new_cache(1, 32);
-  m.forward(ids_tensor(prompt), cache);
-  m.forward(ids_tensor({10, 20, 30, 40}), cache);  // speculative block of 4
+  m.forward(row_tensor(prompt), cache);
+  m.forward(row_tensor({10, 20, 30, 40}), cache);  // speculative block of 4
   EXPECT_EQ(cache.length(0), L + 4);
   cache.truncate(0, L + 1);                         // keep only the first one
-  const at::Tensor got = m.forward(ids_tensor({99}), cache).logits;
-  const at::Tensor want = m.forward(ids_tensor(concat(prompt, {10, 99}))).logits;
+  const at::Tensor got = m.forward(row_tensor({99}), cache).logits;
+  const at::Tensor want = m.forward(row_tensor(concat(prompt, {10, 99}))).logits;
   EXPECT_LE(max_abs(got[0][0], want[0][-1]), 1e-4);
   // And the stale key at position L+1 must be invisible: differs from a run that kept 20 there.
-  EXPECT_GT(max_abs(got[0][0], m.forward(ids_tensor(concat(prompt, {10, 20}))).logits[0][-1]), 1e-3);
+  EXPECT_GT(max_abs(got[0][0], m.forward(row_tensor(concat(prompt, {10, 20}))).logits[0][-1]), 1e-3);
 }
 
 TEST(Qwen3Tiny, CacheOverflowAndMisuseAreClearErrors) {
   EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
   const CausalLM& m = model("qwen3-tiny", at::kFloat);
   KVCache cache = m.new_cache(1, 8);
-  m.forward(ids_tensor({3, 4, 5, 6, 7, 8, 9}), cache);
+  m.forward(row_tensor({3, 4, 5, 6, 7, 8, 9}), cache);
   try {
-    m.forward(ids_tensor({1, 2}), cache);
+    m.forward(row_tensor({1, 2}), cache);
     FAIL() << "expected an overflow error";
   } catch (const ears::Error& e) {
     EXPECT_NE(std::string(e.what()).find("exceeds the cache size 8"), std::string::npos) << e.what();
@@ -280,7 +257,7 @@ TEST(Qwen3Tiny, CacheOverflowAndMisuseAreClearErrors) {
   EXPECT_THROW(cache.truncate(0, 8), ears::Error);
   ForwardOptions bad;
   bad.aux_layers = {7};
-  EXPECT_THROW(m.forward(ids_tensor({1}), bad), ears::Error);
+  EXPECT_THROW(m.forward(row_tensor({1}), bad), ears::Error);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -304,7 +281,7 @@ TEST(Qwen3TinyBf16, Bf16ComputeWithinBounds) {
   for (const auto& c : ex["cases"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
     const auto prompt = ids_of(c["prompt_ids"]);
-    const auto out = m.forward(ids_tensor(prompt), opt);
+    const auto out = m.forward(row_tensor(prompt), opt);
     EXPECT_EQ(out.logits.scalar_type(), at::kBFloat16);
     const at::Tensor got = rows_at(out.logits, ids_of(c["logits_positions"]));
     const at::Tensor want = to_tensor(c["logits"]);
@@ -339,7 +316,7 @@ TEST(Qwen3TinyBf16, UpcastToFp32MatchesFp32Compute) {
     SCOPED_TRACE(c["name"].get<std::string>());
     const auto& f = c["fp32_compute"];
     const auto prompt = ids_of(c["prompt_ids"]);
-    const auto out = m.forward(ids_tensor(prompt), opt);
+    const auto out = m.forward(row_tensor(prompt), opt);
     EXPECT_LE(max_abs(rows_at(out.logits, ids_of(c["logits_positions"])), to_tensor(f["logits"])), 1e-4);
     const at::Tensor aux_ex = to_tensor(f["aux_hidden_states_last_position"]);
     for (size_t a = 0; a < out.aux_hidden.size(); ++a) EXPECT_LE(max_abs(out.aux_hidden[a][0][-1], aux_ex[a]), 1e-4);
