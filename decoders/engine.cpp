@@ -182,7 +182,9 @@ std::vector<GenResult> Engine::generate(const std::vector<GenRequest>& batch, co
       at::Tensor p_draft_pos = pp.probs.narrow(1, 0, gamma);
       at::Tensor u_pos = 1 - pp.max_prob.narrow(1, 0, gamma);
       at::Tensor tv = at::zeros({Bn, gamma}, u_pos.options());
-      if (p.measure_distortion && p.verifier.kind != VerifierSpec::Baseline) {
+      // Computed for every verifier (baseline too, where it is 0 up to rounding), so the metric
+      // costs every arm the same time and throughput comparisons stay fair.
+      if (p.measure_distortion) {
         at::Tensor q = prop.probs.defined() ? prop.probs : at::one_hot(prop.tokens, V).to(at::kFloat);
         tv = tv_distance(p_draft_pos,
                          induced_distribution(p.verifier, p_draft_pos, q, pp.max_prob.narrow(1, 0, gamma)));

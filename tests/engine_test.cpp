@@ -651,7 +651,7 @@ TEST(StopConditions, MaxNewTokensExactEvenMidStep) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 9. EARS pardons at T = 0.9 with a large beta; baseline has no distortion.
+// 9. EARS pardons at T = 0.9 with a large beta; baseline has no distortion (up to rounding).
 
 TEST(EarsPardons, LargeBetaPardonsAndDistorts) {
   EARS_REQUIRE_SHARED("fixtures/eagle3-tiny");
@@ -669,7 +669,7 @@ TEST(EarsPardons, LargeBetaPardonsAndDistorts) {
   for (size_t i = 0; i < which.size(); ++i) {
     check_stats(base[i], gamma, 24, "baseline");
     check_stats(ears[i], gamma, 24, "ears");
-    EXPECT_EQ(base[i].stats.distortion_sum, 0.0);
+    EXPECT_LT(base[i].stats.distortion_sum, 1e-4 * static_cast<double>(base[i].stats.distortion_n));  // 0 up to rounding
     EXPECT_EQ(base[i].stats.pardoned, 0);
     EXPECT_GT(base[i].stats.distortion_n, 0);
     EXPECT_GE(ears[i].stats.distortion_sum, 0.0);
