@@ -1,10 +1,18 @@
 # make run   — install missing packages, build, run the embedded default experiment
 # make test  — install missing packages, build, run the test suite (ctest)
+# make test-asan — the whole suite built with AddressSanitizer + UBSan (build-asan/)
+# make fuzz  — libFuzzer targets (clang), FUZZ_SECONDS each (build-fuzz/); make fuzz-ci: 20 s each
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: setup build run test clean
+FUZZ_SECONDS ?= 60
+ASAN_TESTS ?= .
+ASAN_TARGETS ?= all
+# CI's sanitizer subset: the torch-free parsers, data, reports and config (see docs/reliability.md).
+ASAN_CI_TARGETS = tokenizer_tests data_tests report_tests config_tests
+
+.PHONY: setup build run test test-asan test-asan-ci fuzz fuzz-ci clean
 
 setup:
 	@scripts/setup.sh
@@ -21,5 +29,25 @@ run: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure
 
+# ASAN_TESTS: a ctest -R regex (CI runs a subset, see .ci/run). Leaks are not reported: LibTorch
+# keeps global allocations alive until exit.
+test-asan: setup
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEARS_SANITIZE=ON $(CMAKE_FLAGS)
+	cmake --build build-asan -j $(JOBS) --target $(ASAN_TARGETS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  ctest --output-on-failure -R '$(ASAN_TESTS)'
+
+test-asan-ci:
+	$(MAKE) test-asan ASAN_TARGETS="$(ASAN_CI_TARGETS)" ASAN_TESTS="^($(subst $(eval) ,|,$(ASAN_CI_TARGETS)))$$"
+
+fuzz:
+	@scripts/setup.sh --fuzz
+	CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEARS_FUZZ=ON
+	cmake --build build-fuzz -j $(JOBS)
+	scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS)
+
+fuzz-ci:
+	$(MAKE) fuzz FUZZ_SECONDS=20
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-asan build-fuzz

@@ -4,16 +4,18 @@
 // its lower bound is  floor = bytes read ÷ read bandwidth.  Two readings are taken, each the best
 // of `runs` timed passes over a buffer much larger than the last-level cache, using LibTorch's
 // own intra-op thread pool (at::get_num_threads()):
-//   read  — at::sum over a float32 buffer of `bytes`: bytes READ per second. A matmul against a
-//           weight matrix is a read stream too, so THIS is the reading the floor uses.
-//   copy  — dst.copy_(src) of `bytes`: (bytes read + bytes written) per second, i.e. 2·bytes/time
-//           (the STREAM "copy" convention). Printed for reference; usually lower than `read`
-//           per direction because writes cost read-for-ownership traffic.
+//   read  — bytes READ per second: on the CPU a pure load stream (AVX2 loads folded with xor,
+//           one contiguous slice per thread; at::sum is compute-bound on some CPUs and reads
+//           low), on a GPU at::sum. A matmul against a weight matrix is a read stream too, so
+//           THIS is the reading the floor uses.
+//   copy  — (bytes read + bytes written) per second of a `bytes` copy, i.e. 2·bytes/time (the
+//           STREAM "copy" convention): per-thread memcpy on the CPU, Tensor::copy_ on a GPU.
 // GB/s here is 1e9 bytes per second.
 #pragma once
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <string>
 
 namespace ears {
 
@@ -30,6 +32,7 @@ struct BandwidthResult {
   double read_gbps = 0;   // bytes / best time of at::sum
   double copy_gbps = 0;   // 2·bytes / best time of copy_
   double read_s = 0, copy_s = 0;  // best times
+  std::string method;             // how the two readings were taken
 };
 
 BandwidthResult measure_bandwidth(const BandwidthOptions& opt = {});

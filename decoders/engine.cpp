@@ -64,6 +64,36 @@ std::vector<GenResult> Engine::generate(const std::vector<GenRequest>& batch, co
   if (B == 0) return {};
   const c10::Device dev = target_.device();
   const int64_t gamma = drafter_ ? p.gamma : 0;
+
+  // A request that cannot fit the model's context fails alone (recorded in its result, not
+  // thrown), so one over-long prompt in a dataset does not stop a long run.
+  const int64_t context = target_.config().max_position_embeddings;
+  if (context > 0) {
+    std::vector<GenRequest> fit;
+    std::vector<size_t> fit_index;
+    for (size_t b = 0; b < batch.size(); ++b)
+      if (static_cast<int64_t>(batch[b].prompt.size()) + p.max_new_tokens <= context) {
+        fit.push_back(batch[b]);
+        fit_index.push_back(b);
+      }
+    if (fit.size() != batch.size()) {
+      std::vector<GenResult> results(batch.size());
+      for (size_t b = 0; b < batch.size(); ++b) {
+        GenResult& r = results[b];
+        r.prompt_tokens = static_cast<int64_t>(batch[b].prompt.size());
+        r.finish_reason = "error";
+        r.error = fmt::format(
+            "prompt ({} tokens) + max_new_tokens ({}) exceeds the model's context of {} tokens "
+            "(max_position_embeddings); lower decoding.max_new_tokens or shorten the prompt",
+            r.prompt_tokens, p.max_new_tokens, context);
+        r.stats.accepted_per_position.assign(gamma, 0);
+        r.stats.accept_length_hist.assign(gamma + 2, 0);
+      }
+      std::vector<GenResult> done = generate(fit, p);
+      for (size_t k = 0; k < fit.size(); ++k) results[fit_index[k]] = std::move(done[k]);
+      return results;
+    }
+  }
   const int64_t V = target_.config().vocab_size;
   const int64_t n_syncs_start = host_sync_count();
 
@@ -85,11 +115,6 @@ std::vector<GenResult> Engine::generate(const std::vector<GenRequest>& batch, co
     if (tokenizer_) s.decoder.emplace(*tokenizer_, /*skip_special=*/true);
     s.stops = StopMatcher(stop_ids, tokenizer_ ? p.stop_strings : std::vector<std::string>{});
   }
-  const int64_t context = target_.config().max_position_embeddings;
-  if (context > 0 && max_prompt + p.max_new_tokens > context)
-    fail("prompt ({} tokens) + max_new_tokens ({}) exceeds the model's context of {} tokens "
-         "(max_position_embeddings); lower decoding.max_new_tokens or shorten the prompt",
-         max_prompt, p.max_new_tokens, context);
 
   // ---- prefill ------------------------------------------------------------------------------
   const double t_start = now_s();
@@ -221,8 +246,7 @@ std::vector<GenResult> Engine::generate(const std::vector<GenRequest>& batch, co
         if (k < n) st.accepted_by_u[bucket] += 1;
         if (pardon) st.pardoned_by_u[bucket] += 1, st.pardoned += 1;
         st.uncertainty_sum += uk;
-        st.distortion_sum += h[i][c_tv + k];
-        st.distortion_n += 1;
+        if (p.measure_distortion) st.distortion_sum += h[i][c_tv + k], st.distortion_n += 1;
       }
       st.verify_s += t2 - t1;
       st.draft_s += t1 - t0;

@@ -61,7 +61,8 @@ struct GenResult {
   std::vector<int32_t> ids;         // generated ids (stop token included when it ended the request)
   std::string text;                 // decoded (special tokens skipped, cut before a stop string)
   std::string finish_reason;        // "eos" | "stop" | "length" | "error"
-  std::string error;                // non-empty when the request failed (e.g. non-finite logits)
+  std::string error;                // non-empty when the request failed: non-finite logits, or
+                                    // prompt + max_new_tokens beyond the context (then no decoding)
   int64_t prompt_tokens = 0;
   double latency_s = 0, ttft_s = 0;
   GenStats stats;

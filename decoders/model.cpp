@@ -36,7 +36,7 @@ struct Keys {
   }
   const json& need(const char* key) const {
     const json* v = find(key);
-    if (!v) fail("{}: missing key '{}'", origin, key);
+    if (!v) fail("{}: missing key '{}'; a Hugging Face config.json of this architecture defines it (re-download or fix the file)", origin, key);
     return *v;
   }
   int64_t as_int(const json& v, const char* key) const {

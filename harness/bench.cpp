@@ -20,6 +20,7 @@
 #include "decoders/verify.h"
 #include "harness/error.h"
 #include "harness/model_setup.h"
+#include "harness/train.h"
 
 namespace ears {
 namespace fs = std::filesystem;
@@ -66,13 +67,14 @@ json environment(int threads) {
 }
 
 json bandwidth_json(const BandwidthResult& r, const std::string& when) {
-  return {{"when", when},         {"bytes", r.bytes},         {"runs", r.runs},
-          {"threads", r.threads}, {"read_gbps", r.read_gbps}, {"copy_gbps", r.copy_gbps}};
+  return {{"when", when},         {"bytes", r.bytes},         {"runs", r.runs},     {"threads", r.threads},
+          {"read_gbps", r.read_gbps}, {"copy_gbps", r.copy_gbps}, {"method", r.method}};
 }
 
 const json kBandwidthConventions = {
-    {"read_gbps", "bytes read per second by at::sum over a float32 buffer (best of runs); 1 GB = 1e9 bytes"},
-    {"copy_gbps", "(bytes read + bytes written) per second of dst.copy_(src) (STREAM copy convention)"},
+    {"read_gbps", "bytes read per second by a load stream over the buffer, one slice per LibTorch thread (CPU; "
+                  "at::sum on a GPU), best of runs; 1 GB = 1e9 bytes"},
+    {"copy_gbps", "(bytes read + bytes written) per second of a buffer copy (STREAM copy convention)"},
     {"floor", "floor = bytes a step must read (weights + KV span) / read_gbps; the higher of the run's readings"}};
 
 BandwidthOptions bandwidth_options(const BenchCommon& c, c10::Device device) {
@@ -127,10 +129,11 @@ std::string env_line(const json& env) {
 std::string bandwidth_lines(const json& readings) {
   std::string out;
   for (const auto& b : readings)
-    out += fmt::format("- bandwidth ({}): read {:.1f} GB/s (at::sum, float32, {} MiB, best of {}), copy {:.1f} GB/s "
-                       "(read+write)\n",
-                       b["when"].get<std::string>(), b["read_gbps"].get<double>(), b["bytes"].get<int64_t>() >> 20,
-                       b["runs"].get<int>(), b["copy_gbps"].get<double>());
+    out += fmt::format("- bandwidth ({}): read {:.1f} GB/s, copy {:.1f} GB/s (read+write); {} MiB, best of {}, {} "
+                       "thread(s); {}\n",
+                       b["when"].get<std::string>(), b["read_gbps"].get<double>(), b["copy_gbps"].get<double>(),
+                       b["bytes"].get<int64_t>() >> 20, b["runs"].get<int>(), b["threads"].get<int>(),
+                       b.value("method", std::string()));
   return out;
 }
 
@@ -251,72 +254,18 @@ int64_t param_count(const ModelConfig& c) {
 
 void write_random_qwen3(const GeneratedModelSpec& s, const fs::path& dir, uint64_t seed) {
   fs::create_directories(dir);
-  const json cfg = {{"architectures", {"Qwen3ForCausalLM"}},
-                    {"model_type", "qwen3"},
-                    {"vocab_size", s.vocab},
-                    {"hidden_size", s.hidden},
-                    {"intermediate_size", s.intermediate},
-                    {"num_hidden_layers", s.layers},
-                    {"num_attention_heads", s.heads},
-                    {"num_key_value_heads", s.kv_heads},
-                    {"head_dim", s.head_dim},
-                    {"hidden_act", "silu"},
-                    {"rms_norm_eps", 1e-6},
-                    {"rope_theta", 1000000},
-                    {"max_position_embeddings", 4096},
-                    {"attention_bias", false},
-                    {"tie_word_embeddings", s.tie_embeddings},
-                    {"torch_dtype", "bfloat16"},
-                    {"bos_token_id", 0},
-                    {"eos_token_id", 1}};
-  std::ofstream(dir / "config.json") << cfg.dump(2) << "\n";
-
-  struct Entry {
-    std::string name;
-    std::vector<int64_t> shape;
-    bool norm;
-  };
-  std::vector<Entry> entries = {{"model.embed_tokens.weight", {s.vocab, s.hidden}, false},
-                                {"model.norm.weight", {s.hidden}, true}};
-  if (!s.tie_embeddings) entries.push_back({"lm_head.weight", {s.vocab, s.hidden}, false});
-  for (int64_t i = 0; i < s.layers; ++i) {
-    const std::string p = fmt::format("model.layers.{}.", i);
-    entries.push_back({p + "input_layernorm.weight", {s.hidden}, true});
-    entries.push_back({p + "post_attention_layernorm.weight", {s.hidden}, true});
-    entries.push_back({p + "self_attn.q_proj.weight", {s.heads * s.head_dim, s.hidden}, false});
-    entries.push_back({p + "self_attn.k_proj.weight", {s.kv_heads * s.head_dim, s.hidden}, false});
-    entries.push_back({p + "self_attn.v_proj.weight", {s.kv_heads * s.head_dim, s.hidden}, false});
-    entries.push_back({p + "self_attn.o_proj.weight", {s.hidden, s.heads * s.head_dim}, false});
-    entries.push_back({p + "self_attn.q_norm.weight", {s.head_dim}, true});
-    entries.push_back({p + "self_attn.k_norm.weight", {s.head_dim}, true});
-    entries.push_back({p + "mlp.gate_proj.weight", {s.intermediate, s.hidden}, false});
-    entries.push_back({p + "mlp.up_proj.weight", {s.intermediate, s.hidden}, false});
-    entries.push_back({p + "mlp.down_proj.weight", {s.hidden, s.intermediate}, false});
-  }
-  json header = json::object();
-  int64_t offset = 0;
-  for (const auto& e : entries) {
-    int64_t n = 2;
-    for (int64_t d : e.shape) n *= d;
-    header[e.name] = {{"dtype", "BF16"}, {"shape", e.shape}, {"data_offsets", {offset, offset + n}}};
-    offset += n;
-  }
-  header["__metadata__"] = {{"format", "pt"}};
-  std::string h = header.dump();
-  while (h.size() % 8 != 0) h.push_back(' ');
-  const fs::path file = dir / "model.safetensors";
-  std::ofstream out(file, std::ios::binary);
-  const uint64_t hn = h.size();
-  out.write(reinterpret_cast<const char*>(&hn), 8);
-  out.write(h.data(), static_cast<std::streamsize>(h.size()));
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  for (const auto& e : entries) {  // header order == data order
-    at::Tensor t = at::randn(e.shape, gen, at::kFloat);
-    t = e.norm ? (t * 0.05 + 1) : (t * 0.02);
-    t = t.to(at::kBFloat16).contiguous();
-    out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * 2));
-  }
-  if (!out) fail("{}: could not write the generated checkpoint (disk full?)", file.string());
+  TargetArch arch;
+  arch.hidden = s.hidden;
+  arch.layers = s.layers;
+  arch.heads = s.heads;
+  arch.kv_heads = s.kv_heads;
+  arch.head_dim = s.head_dim;
+  arch.intermediate = s.intermediate;
+  arch.max_position_embeddings = 4096;
+  arch.tie_word_embeddings = s.tie_embeddings;
+  const ModelConfig c = qwen3_config(arch, s.vocab, /*eos_token_id=*/1);
+  std::ofstream(dir / "config.json") << qwen3_config_json(c, at::kBFloat16);
+  save_safetensors(dir / "model.safetensors", init_qwen3_params(c, seed), at::kBFloat16);
 }
 
 // ---- bench bandwidth ------------------------------------------------------------------------
@@ -335,13 +284,13 @@ int run_bench_bandwidth(const BenchCommon& c) {
   doc["conventions"] = kBandwidthConventions;
   doc["rows"] = json::array(
       {{{"kernel", "read"}, {"gbps", r.read_gbps}, {"bytes", r.bytes}, {"best_s", r.read_s}, {"runs", r.runs},
-        {"threads", r.threads}, {"convention", "bytes read / time of at::sum (float32); used for decode floors"}},
+        {"threads", r.threads}, {"convention", "bytes read / time of a load stream (see method); used for decode floors"}, {"method", r.method}},
        {{"kernel", "copy"}, {"gbps", r.copy_gbps}, {"bytes", r.bytes}, {"best_s", r.copy_s}, {"runs", r.runs},
-        {"threads", r.threads}, {"convention", "(bytes read + bytes written) / time of copy_"}}});
+        {"threads", r.threads}, {"convention", "(bytes read + bytes written) / time of a copy"}, {"method", r.method}}});
   std::string md = "## ears-bench bench bandwidth\n\n" + env_line(doc["env"]) + "\n" +
-                   "- read = bytes read ÷ time of at::sum over a float32 buffer (what a decode step's weight "
-                   "streaming needs; used for floors). copy = (read + written bytes) ÷ time of copy_. "
-                   "Best of runs; GB = 1e9 bytes.\n\n" +
+                   "- read = bytes read ÷ time of a load stream over the buffer, one slice per thread (what a "
+                   "decode step's weight streaming needs; used for floors). copy = (read + written bytes) ÷ time "
+                   "of a copy. Best of runs; GB = 1e9 bytes. Method: " + r.method + ".\n\n" +
                    markdown_table({{"kernel", "kernel", -1},
                                    {"gbps", "GB/s", 1},
                                    {"bytes", "buffer bytes", -1},

@@ -32,7 +32,7 @@ void add_bench_commands(CLI::App& app, CommonOptions& common, int& exit_code) {
   bench->require_subcommand(1);
   auto bc = std::make_shared<BenchCommon>();
   {
-    auto* sub = bench->add_subcommand("bandwidth", "Memory bandwidth: read (at::sum) and copy, in GB/s");
+    auto* sub = bench->add_subcommand("bandwidth", "Memory bandwidth: read (load stream) and copy, in GB/s");
     add_common(sub, common, *bc);
     sub->callback([bc, &common, &exit_code] { exit_code = run_bench_bandwidth(merged(common, *bc)); });
   }

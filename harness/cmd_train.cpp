@@ -76,6 +76,7 @@ void add_train_commands(CLI::App& app, CommonOptions& common, int& exit_code) {
     sub->add_option("--natural-fraction", o->natural_fraction, "Share of natural-text documents")->capture_default_str();
     sub->add_option("--prompt-weight", o->prompt_weight, "Loss weight of chat prompt tokens (answers: 1)")->capture_default_str();
     sub->add_option("--eval-n", o->eval_n, "After training: greedy accuracy on N synth-gsm test problems")->capture_default_str();
+    sub->add_option("--init", o->init, "Start from this checkpoint's weights (continued training, same architecture)");
     add_schedule(sub, o->schedule, common);
     add_corpus(sub, o->corpus);
     sub->callback([o, &common, &exit_code]() {

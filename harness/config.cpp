@@ -174,7 +174,8 @@ const Schema kDecodingSchema{K::Map,
                               {"max_new_tokens", &kLeaf},
                               {"stop", &kLeaf},
                               {"batch_size", &kLeaf},
-                              {"seed", &kLeaf}},
+                              {"seed", &kLeaf},
+                              {"distortion", &kLeaf}},
                              nullptr,
                              "decoding"};
 const Schema kVerifierSchema{K::Map,
@@ -632,6 +633,7 @@ void read_decoding_fields(const Ctx& c, const MapReader& m, DecodingSpec& d) {
   }
   if (m.has("batch_size")) d.batch_size = as_int_in(c, m.get("batch_size"), m.sub("batch_size"), 1, kIntMax, 1);
   if (m.has("seed")) d.seed = as_u64(c, m.get("seed"), m.sub("seed"));
+  if (m.has("distortion")) d.distortion = as_bool(c, m.get("distortion"), m.sub("distortion"));
 }
 
 // Reads verifier keys except a beta list (sweeps are handled by the caller).
@@ -1079,6 +1081,7 @@ void emit_decoding(YAML::Emitter& e, const DecodingSpec& d, const DecodingSpec* 
   if (!ref || d.stop != ref->stop) emit_kv(e, "stop", d.stop);
   if (!ref || d.batch_size != ref->batch_size) emit_kv(e, "batch_size", d.batch_size);
   if (!ref || d.seed != ref->seed) emit_kv(e, "seed", d.seed);
+  if (!ref || d.distortion != ref->distortion) emit_kv(e, "distortion", d.distortion);
 }
 
 nlohmann::json draft_json(const DraftSpec& d) {
@@ -1095,7 +1098,8 @@ nlohmann::json decoding_json(const DecodingSpec& d) {
           {"max_new_tokens", d.max_new_tokens},
           {"stop", d.stop},
           {"batch_size", d.batch_size},
-          {"seed", d.seed}};
+          {"seed", d.seed},
+          {"distortion", d.distortion}};
 }
 
 }  // namespace

@@ -397,6 +397,7 @@ DecodeParams decode_params(const config::ArmSpec& a, const config::DatasetSectio
   p.sampling.top_p = d.top_p;
   p.gamma = d.gamma;
   p.max_new_tokens = d.max_new_tokens;
+  p.measure_distortion = d.distortion;
   p.draft_greedy = a.draft.sampling == "greedy";
   p.verifier.kind = parse_verifier_kind(a.verifier.type);
   p.verifier.beta = a.verifier.beta;
@@ -521,6 +522,10 @@ int run_experiment(const RunOptions& o) {
     const fs::path cfg = dir / kConfigFile;
     if (!fs::exists(cfg))
       fail("{}: not found; --resume needs a run directory written by 'ears-bench run'", cfg.string());
+    if (!fs::exists(dir / kRunMetaFile) && !fs::exists(dir / kResultsFile))
+      fail("{}: no {} (the run was stopped while starting, before any result); start it again with 'ears-bench "
+           "run CONFIG --out {}'",
+           dir.string(), kRunMetaFile, dir.string());
     spec = config::parse_experiment(read_text(cfg), cfg.string(), dir);
     prior = read_run_meta(dir);
     run_id = prior.run_id;
@@ -700,6 +705,17 @@ int run_experiment(const RunOptions& o) {
           fail("request '{}' (dataset {}): the prompt encodes to no tokens; check the dataset's prompt field", r->id,
                spec.dataset.name);
       }
+      int64_t max_new = 0;
+      for (const auto& a : spec.arms) max_new = std::max<int64_t>(max_new, a.decoding.max_new_tokens);
+      const int64_t context = m.models.target->config().max_position_embeddings;
+      const auto too_long = std::count_if(m.prompts.begin(), m.prompts.end(), [&](const auto& pr) {
+        return context > 0 && static_cast<int64_t>(pr.size()) + max_new > context;
+      });
+      if (too_long > 0)
+        fmt::print(stderr,
+                   "ears-bench: warning: {} of {} prompts + max_new_tokens ({}) exceed the model's context of {} "
+                   "tokens; those requests are recorded as errors\n",
+                   too_long, m.prompts.size(), max_new, context);
       say(fmt::format("loaded {}{} in {:.1f} s", m.setup.target_path,
                       m.setup.draft_kind == "none" ? std::string(" (target only)")
                                                    : fmt::format(" + {} draft {}", m.setup.draft_kind, m.setup.draft_path),
@@ -802,6 +818,10 @@ int run_experiment(const RunOptions& o) {
     if (!gates.all_passed)
       fmt::print("GATES FAILED — `ears-bench run` still exits 0; `ears-bench gate {}` exits 1\n", dir.string());
   }
+  for (const auto& a : report.arms)
+    if (a.metrics.n_errors > 0)
+      fmt::print(stderr, "ears-bench: warning: arm '{}': {} of {} requests failed (see the \"error\" field in {})\n",
+                 a.name, a.metrics.n_errors, a.metrics.n_requests, results_path.string());
   if (stopped)
     fmt::print(stderr, "ears-bench: interrupted by signal {}; partial report written. Continue with: ears-bench run --resume {}\n",
                signal, dir.string());

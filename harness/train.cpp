@@ -284,9 +284,11 @@ ModelConfig qwen3_config(const TargetArch& a, int64_t vocab_size, int64_t eos_to
   return c;
 }
 
-std::string qwen3_config_json(const ModelConfig& c, c10::ScalarType torch_dtype) {
+namespace {
+// The keys every Llama-family config.json shares (Qwen3 target and EAGLE-3 head alike);
+// ordered_json keeps this order in the file.
+ojson llama_family_config(const ModelConfig& c, c10::ScalarType torch_dtype) {
   ojson j;
-  j["architectures"] = {"Qwen3ForCausalLM"};
   j["attention_bias"] = false;
   j["attention_dropout"] = 0.0;
   j["bos_token_id"] = nullptr;
@@ -297,20 +299,26 @@ std::string qwen3_config_json(const ModelConfig& c, c10::ScalarType torch_dtype)
   j["initializer_range"] = 0.02;
   j["intermediate_size"] = c.intermediate_size;
   j["max_position_embeddings"] = c.max_position_embeddings;
-  j["max_window_layers"] = c.num_hidden_layers;
-  j["model_type"] = "qwen3";
   j["num_attention_heads"] = c.num_attention_heads;
   j["num_hidden_layers"] = c.num_hidden_layers;
   j["num_key_value_heads"] = c.num_key_value_heads;
   j["rms_norm_eps"] = c.rms_norm_eps;
   j["rope_scaling"] = nullptr;
   j["rope_theta"] = c.rope.theta;
-  j["sliding_window"] = nullptr;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["torch_dtype"] = dtype_name(torch_dtype);
   j["use_cache"] = true;
-  j["use_sliding_window"] = false;
   j["vocab_size"] = c.vocab_size;
+  return j;
+}
+}  // namespace
+
+std::string qwen3_config_json(const ModelConfig& c, c10::ScalarType torch_dtype) {
+  ojson j = {{"architectures", {"Qwen3ForCausalLM"}}, {"model_type", "qwen3"}};
+  j.update(llama_family_config(c, torch_dtype));
+  j["max_window_layers"] = c.num_hidden_layers;
+  j["sliding_window"] = nullptr;
+  j["use_sliding_window"] = false;
   return j.dump(2) + "\n";
 }
 
@@ -489,34 +497,16 @@ ModelConfig eagle3_config(const Eagle3Arch& a, const ModelConfig& t) {
 }
 
 std::string eagle3_config_json(const ModelConfig& c, const ModelConfig& t, const std::vector<int>& aux, c10::ScalarType dt) {
-  ojson j;
-  j["architectures"] = {"LlamaForCausalLMEagle3"};
-  j["attention_bias"] = false;
-  j["attention_dropout"] = 0.0;
-  j["bos_token_id"] = nullptr;
-  j["eos_token_id"] = c.eos_token_ids.empty() ? ojson(nullptr) : ojson(c.eos_token_ids[0]);
-  j["draft_vocab_size"] = c.vocab_size;
-  j["eagle_config"] = {{"eagle_aux_hidden_state_layer_ids", aux}, {"use_aux_hidden_state", true}};
-  j["head_dim"] = c.head_dim;
-  j["hidden_act"] = "silu";
-  j["hidden_size"] = c.hidden_size;
-  j["initializer_range"] = 0.02;
-  j["intermediate_size"] = c.intermediate_size;
-  j["max_position_embeddings"] = c.max_position_embeddings;
-  j["mlp_bias"] = false;
-  j["model_type"] = "llama";
-  j["num_attention_heads"] = c.num_attention_heads;
+  ojson j = {{"architectures", {"LlamaForCausalLMEagle3"}}, {"model_type", "llama"}};
+  j.update(llama_family_config(c, dt));
   j["num_hidden_layers"] = 1;
-  j["num_key_value_heads"] = c.num_key_value_heads;
-  j["pretraining_tp"] = 1;
-  j["rms_norm_eps"] = c.rms_norm_eps;
-  j["rope_scaling"] = nullptr;
-  j["rope_theta"] = c.rope.theta;
-  j["target_hidden_size"] = t.hidden_size;
   j["tie_word_embeddings"] = false;
-  j["torch_dtype"] = dtype_name(dt);
-  j["use_cache"] = true;
-  j["vocab_size"] = t.vocab_size;
+  j["vocab_size"] = t.vocab_size;        // the target's vocabulary (ids the head reads and emits)
+  j["draft_vocab_size"] = c.vocab_size;  // the head's lm_head rows (d2t maps them to target ids)
+  j["target_hidden_size"] = t.hidden_size;
+  j["eagle_config"] = {{"eagle_aux_hidden_state_layer_ids", aux}, {"use_aux_hidden_state", true}};
+  j["mlp_bias"] = false;
+  j["pretraining_tp"] = 1;
   return j.dump(2) + "\n";
 }
 
@@ -805,6 +795,12 @@ TrainReport train_target(const TargetTrainOptions& o, const LogFn& log) {
   DocSampler sampler(pools, o.natural_fraction, s.seed);
   const c10::ScalarType compute = parse_dtype(s.dtype, "--dtype");
   ParamMap params = init_qwen3_params(cfg, s.seed, device);
+  if (!o.init.empty()) {
+    const Checkpoint ck = Checkpoint::open(o.init);
+    at::NoGradGuard no_grad;
+    for (auto& [name, t] : params) t.copy_(ck.load(name, device, at::kFloat, t.sizes().vec()));
+    emit(log, fmt::format("init: weights from {} (continued training)", o.init.string()));
+  }
   int64_t n_params = 0;
   for (const auto& [n, t] : params) n_params += t.numel();
   emit(log, fmt::format("model: {} layers, hidden {}, vocab {}, {:.2f} M parameters; batch {} x {} tokens; {} compute, fp32 "
@@ -833,7 +829,8 @@ TrainReport train_target(const TargetTrainOptions& o, const LogFn& log) {
   ojson opts = {{"arch", {{"hidden", o.arch.hidden}, {"layers", o.arch.layers}, {"heads", o.arch.heads},
                           {"kv_heads", o.arch.kv_heads}, {"head_dim", o.arch.head_dim}, {"intermediate", o.arch.intermediate}}},
                 {"schedule", schedule_json(s)}, {"corpus", corpus_json(o.corpus, pools.natural_source)},
-                {"natural_fraction", o.natural_fraction}, {"prompt_weight", o.prompt_weight}, {"parameters", n_params}};
+                {"natural_fraction", o.natural_fraction}, {"prompt_weight", o.prompt_weight}, {"parameters", n_params},
+                {"init", o.init.string()}};
   write_train_log(o.out / "train_log.json", "target", opts, r);
   return r;
 }

@@ -251,6 +251,8 @@ struct TargetTrainOptions {
   float prompt_weight = 0.1f;
   int64_t eval_n = 0;               // > 0: greedy accuracy on that many synth-gsm test problems (seed 0)
   int64_t eval_max_new_tokens = 200;
+  std::filesystem::path init;       // non-empty: start from this checkpoint's weights (continued
+                                    // training; same architecture), not from a random init
 };
 TrainReport train_target(const TargetTrainOptions& options, const LogFn& log = {});
 

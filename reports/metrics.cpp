@@ -315,6 +315,7 @@ Comparison compare_arms(const std::vector<RequestResult>& results, const std::st
       if (!a->correct && b->correct) ++c.baseline_only_correct;
     }
     ++c.n_pairs;
+    if (a->output_ids == b->output_ids && a->text == b->text) ++c.identical_outputs;
     clusters[key.first].add(s);
     full.add(s);
   }
@@ -560,6 +561,7 @@ void to_json(json& j, const Comparison& c) {
   j["baseline"] = c.baseline;
   j["n_pairs"] = c.n_pairs;
   j["n_scored_pairs"] = c.n_scored_pairs;
+  j["identical_outputs"] = c.identical_outputs;
   j["throughput_gain_pct"] = json_number(c.throughput_gain_pct);
   j["throughput_gain_ci95"] = c.throughput_gain_ci95;
   j["total_throughput_gain_pct"] = json_number(c.total_throughput_gain_pct);
@@ -583,6 +585,7 @@ void from_json(const json& j, Comparison& c) {
   get_to(j, "baseline", c.baseline);
   get_to(j, "n_pairs", c.n_pairs);
   get_to(j, "n_scored_pairs", c.n_scored_pairs);
+  c.identical_outputs = j.value("identical_outputs", int64_t{0});
   c.throughput_gain_pct = get_double(j, "throughput_gain_pct");
   c.throughput_gain_ci95 = get_interval(j, "throughput_gain_ci95");
   c.total_throughput_gain_pct = get_double(j, "total_throughput_gain_pct");

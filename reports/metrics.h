@@ -125,6 +125,8 @@ struct Comparison {
   std::string arm, baseline;
   int64_t n_pairs = 0;         // (request_id, repeat) present and successful in both arms
   int64_t n_scored_pairs = 0;  // ... and scored in both
+  int64_t identical_outputs = 0;  // pairs with the same output ids and text (all of them when
+                                  // both arms decode greedily at T = 0: a correctness check)
   double throughput_gain_pct = nan_value();  // 100·(out_tps_arm / out_tps_base − 1)
   Interval throughput_gain_ci95;
   double total_throughput_gain_pct = nan_value();

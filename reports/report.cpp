@@ -345,6 +345,12 @@ std::string render_markdown(const Report& report) {
     md += fmt::format(" (B={}, seed {})", report.comparisons.front().bootstrap_resamples,
                       report.comparisons.front().bootstrap_seed);
   md += "; accuracy change in percentage points with an exact McNemar test.\n\n";
+  if (!report.comparisons.empty()) {
+    md += "Outputs identical to the baseline's (same ids and text; every pair when both arms decode greedily):";
+    for (const auto& c : report.comparisons) md += fmt::format(" {} {}/{};", cell(c.arm), c.identical_outputs, c.n_pairs);
+    md.back() = '.';
+    md += "\n\n";
+  }
 
   // ---- details ----
   md += "## Details\n\n";
@@ -690,6 +696,9 @@ Report report_from_run_dirs(const std::vector<fs::path>& run_dirs, uint64_t boot
       runs.meta.expected_results > 0 && static_cast<int64_t>(runs.results.size()) < runs.meta.expected_results &&
       runs.raw_count < runs.meta.expected_results;
   if (!runs.meta.complete) in.warnings.push_back("a run did not complete (run_meta.json has complete = false)");
+  if (const auto it = in.dataset.find("skipped_lines"); it != in.dataset.end() && it->is_number_integer() && *it > 0)
+    in.warnings.push_back(fmt::format("{} bad dataset line(s) skipped (dataset.on_error: skip); see dataset.skipped_lines",
+                                      it->get<int64_t>()));
   if (short_of_expected)
     in.warnings.push_back(fmt::format("{} results of {} expected", runs.results.size(), runs.meta.expected_results));
   in.partial = !runs.meta.complete || runs.truncated || short_of_expected;

@@ -1,29 +1,34 @@
 #!/usr/bin/env bash
 # The embedded default (what `make run` runs after setup + build): offline experiments on the
-# bundled tiny models. Usage: scripts/quickstart.sh [path/to/ears-bench]
+# bundled tiny models (models/tiny-qwen3 + models/tiny-eagle3), no GPU, no download.
+#   1. configs/quickstart.yaml         synth-gsm, T 0.9: baseline vs EARS beta 0.1 vs target alone
+#   2. configs/quickstart-greedy.yaml  synth-gsm, T 0: target alone vs speculative (speedup, identity)
+#   3. configs/open-stems.yaml         open-ended stems, T 0.9: baseline vs EARS beta 0.05/0.1/0.2
+#   4. the same at T 1.2
+# Usage: scripts/quickstart.sh [path/to/ears-bench] [extra args for every run, e.g. --threads 1]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exe=${1:-build/ears-bench}
-shared=${EARS_SHARED_DIR:-../shared}
+shift || true
 
-if [ -f models/tiny-qwen3/model.safetensors ] && [ -f models/tiny-eagle3/model.safetensors ]; then
-  for cfg in configs/quickstart.yaml configs/open-stems.yaml; do
-    echo "== ears-bench run $cfg"
-    "$exe" run "$cfg"
-  done
-  exit 0
-fi
-
-# No trained pair bundled yet: speculative decoding on the golden fixtures (random weights, so
-# acceptance is low) — baseline vs EARS at T=0.9, target-only for reference.
-if [ ! -d "$shared/fixtures/qwen3-tiny" ]; then
-  echo "quickstart: no bundled models and no $shared/fixtures; nothing to run" >&2
-  exit 1
-fi
-ids="231 261 168 257 30 94 134 244 288 85 280 53"
-for v in none baseline ears; do
-  if [ "$v" = none ]; then args=(--draft-kind none); else args=(--draft "$shared/fixtures/eagle3-tiny" --verifier "$v" --beta 0.2); fi
-  echo "== generate: target qwen3-tiny, draft ${v/none/none (target only)}, T=0.9, gamma=5"
-  "$exe" generate --target "$shared/fixtures/qwen3-tiny" --ids "$ids" --temperature 0.9 --max-new-tokens 64 \
-    --gamma 5 --seed 1 "${args[@]}"
+for f in models/tiny-qwen3/model.safetensors models/tiny-eagle3/model.safetensors; do
+  [ -f "$f" ] || { echo "quickstart: $f is missing; rebuild the bundled models with the commands in models/README.md" >&2; exit 2; }
 done
+
+stamp=$(date -u +%Y%m%d-%H%M%S)
+root=runs/quickstart-$stamp
+t0=$(date +%s)
+run() {
+  local name=$1; shift
+  echo
+  echo "================ ears-bench run $* ================"
+  "$exe" run "$@" --out "$root/$name" "${extra[@]}"
+}
+extra=("$@")
+run synth-gsm configs/quickstart.yaml
+run synth-gsm-greedy configs/quickstart-greedy.yaml
+run open-stems configs/open-stems.yaml
+run open-stems-t1.2 configs/open-stems.yaml --set decoding.temperature=1.2 --set name=open-stems-t1.2
+echo
+echo "quickstart: 4 experiments in $(( $(date +%s) - t0 )) s; reports (report.md, report.json, SVG charts) in:"
+for d in "$root"/*/; do echo "  $d"; done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages ears-bench builds against, if missing. Idempotent; works as
-# root or through sudo. Usage: scripts/setup.sh
+# root or through sudo. Usage: scripts/setup.sh [--fuzz]   (--fuzz: also clang + libFuzzer)
 set -euo pipefail
 
 packages=(
@@ -9,6 +9,7 @@ packages=(
   libcli11-dev libyaml-cpp-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libpcre2-dev libutf8proc-dev
 )
+if [ "${1:-}" = "--fuzz" ]; then packages+=(clang libclang-rt-14-dev); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -687,6 +687,18 @@ TEST(ConfigFiles, EveryShippedConfigLoadsAndRoundTrips) {
   EXPECT_EQ(paper.target.dtype, "bfloat16");
   EXPECT_EQ(paper.target.device, "cuda");
   EXPECT_DOUBLE_EQ(paper.arms[1].verifier.beta, 0.1);
-  EXPECT_EQ(load_experiment(configs / "quickstart.yaml").dataset.n, 40);
+  const ExperimentSpec quick = load_experiment(configs / "quickstart.yaml");
+  EXPECT_EQ(quick.dataset.name, "synth-gsm");
+  EXPECT_EQ(quick.dataset.n, 200);
+  ASSERT_EQ(quick.arms.size(), 3u);
+  EXPECT_EQ(quick.arms[2].draft.kind, "none");  // target alone, same prompts and seeds
+  const ExperimentSpec greedy = load_experiment(configs / "quickstart-greedy.yaml");
+  EXPECT_EQ(greedy.baseline_arm().name, "target-only");
+  EXPECT_DOUBLE_EQ(greedy.arms[1].decoding.temperature, 0.0);
   EXPECT_EQ(load_experiment(configs / "open-stems.yaml").arms.size(), 4u);
+  // decoding.distortion: on by default, switchable, round-trips.
+  EXPECT_TRUE(quick.decoding.distortion);
+  const ExperimentSpec off = load_experiment(configs / "quickstart.yaml", {"decoding.distortion=false"});
+  EXPECT_FALSE(off.arms[0].decoding.distortion);
+  EXPECT_EQ(parse_experiment(to_yaml(off), "rt.yaml", "/"), off);
 }

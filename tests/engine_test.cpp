@@ -646,8 +646,35 @@ TEST(StopConditions, MaxNewTokensExactEvenMidStep) {
   Engine engine(target(), self.get(), nullptr);
   EXPECT_THROW(engine.generate(requests({1}), params(VerifierSpec::Baseline, 5, 0.0, 0, true)), Error);
   EXPECT_THROW(engine.generate(requests({1}), params(VerifierSpec::Baseline, 0, 0.0, 4, true)), Error);
-  EXPECT_THROW(engine.generate(requests({1}), params(VerifierSpec::Baseline, 5, 0.0, 600, true)), Error);
   EXPECT_TRUE(engine.generate({}, params(VerifierSpec::Baseline, 5, 0.0, 4, true)).empty());
+}
+
+// A request beyond the context fails alone: its error is recorded, its neighbours decode as if
+// it were not there.
+TEST(StopConditions, OverContextRequestFailsAloneInItsBatch) {
+  EARS_REQUIRE_SHARED("fixtures/eagle3-tiny");
+  auto eagle = make_eagle3_drafter(head());
+  Engine engine(target(), eagle.get(), nullptr);
+  const int64_t context = target().config().max_position_embeddings;
+  ASSERT_GT(context, 0);
+  std::vector<GenRequest> batch = requests({0, 1, 2}, 5);
+  batch[1].prompt.assign(static_cast<size_t>(context), 7);  // context tokens + any new one > context
+  const DecodeParams p = params(VerifierSpec::Baseline, 5, 0.9, 12, false);
+  auto res = engine.generate(batch, p);
+  ASSERT_EQ(res.size(), 3u);
+  EXPECT_EQ(res[1].finish_reason, "error");
+  EXPECT_NE(res[1].error.find("context"), std::string::npos) << res[1].error;
+  EXPECT_TRUE(res[1].ids.empty());
+  EXPECT_EQ(res[1].prompt_tokens, context);
+  EXPECT_EQ(res[1].stats.accept_length_hist.size(), 7u);
+  auto alone = engine.generate({batch[0], batch[2]}, p);
+  EXPECT_EQ(res[0].ids, alone[0].ids);
+  EXPECT_EQ(res[2].ids, alone[1].ids);
+  EXPECT_TRUE(res[0].error.empty());
+  // Every request too long: all recorded, nothing decoded.
+  auto none = engine.generate({batch[1], batch[1]}, p);
+  EXPECT_EQ(none[0].finish_reason, "error");
+  EXPECT_EQ(none[1].finish_reason, "error");
 }
 
 // ---------------------------------------------------------------------------------------------

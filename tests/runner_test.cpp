@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <map>
+#include <random>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -27,74 +28,11 @@ using namespace ears::runner;
 
 namespace {
 
-// ---------------------------------------------------------------------------------------------
-// Subprocess helpers
-
-fs::path exe() {
-  if (const char* e = std::getenv("EARS_BENCH_EXE")) return e;
-  return fs::read_symlink("/proc/self/exe").parent_path() / "ears-bench";
-}
-
-pid_t spawn(const std::vector<std::string>& args, const fs::path& out, const fs::path& err) {
-  const std::string bin = exe().string();
-  std::vector<std::string> all = {bin};
-  all.insert(all.end(), args.begin(), args.end());
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int fo = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int fe = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fo < 0 || fe < 0) ::_exit(126);
-    ::dup2(fo, 1);
-    ::dup2(fe, 2);
-    std::vector<char*> argv;
-    for (auto& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(bin.c_str(), argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-// Exit code, or 128 + signal. Kills the child and fails after `timeout_s`.
-int wait_for(pid_t pid, double timeout_s = 180) {
-  const auto t0 = std::chrono::steady_clock::now();
-  int status = 0;
-  while (true) {
-    const pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) break;
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      ADD_FAILURE() << "ears-bench did not finish within " << timeout_s << " s";
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return -1;
-}
-
-struct Proc {
-  int code = -1;
-  std::string out, err;
-};
-
-int g_calls = 0;
-
-Proc cli(const std::vector<std::string>& args) {
-  const fs::path base = fs::temp_directory_path() / fmt::format("ears-runner-cli-{}-{}", ::getpid(), g_calls++);
-  const pid_t pid = spawn(args, base.string() + ".out", base.string() + ".err");
-  Proc p;
-  p.code = wait_for(pid);
-  p.out = test::read_file(base.string() + ".out");
-  p.err = test::read_file(base.string() + ".err");
-  fs::remove(base.string() + ".out");
-  fs::remove(base.string() + ".err");
-  return p;
-}
-
-std::string show(const Proc& p) { return fmt::format("exit {}\n--- stdout\n{}\n--- stderr\n{}", p.code, p.out, p.err); }
+using test::cli;
+using test::show;
+using test::spawn_ears;
+using test::wait_for;
+using Proc = test::CommandResult;
 
 std::vector<std::string> lines_of(const fs::path& p) {
   std::vector<std::string> out;
@@ -251,7 +189,7 @@ const fs::path& three_arm_run() {
   static fs::path dir = [] {
     fs::path d = env().root / "run3";
     g_three_arm_proc = cli({"run", env().config3.string(), "--set", "dataset.limit=6", "--out", d.string(), "--threads", "1"});
-    EXPECT_EQ(g_three_arm_proc.code, 0) << show(g_three_arm_proc);
+    EXPECT_EQ(g_three_arm_proc.exit_code, 0) << show(g_three_arm_proc);
     return d;
   }();
   return dir;
@@ -262,7 +200,7 @@ const fs::path& reference_run() {
   static fs::path dir = [] {
     fs::path d = env().root / "ref";
     Proc p = cli({"run", env().config2.string(), "--limit", "30", "--out", d.string(), "--threads", "1", "--quiet"});
-    EXPECT_EQ(p.code, 0) << show(p);
+    EXPECT_EQ(p.exit_code, 0) << show(p);
     return d;
   }();
   return dir;
@@ -570,11 +508,11 @@ TEST(RunnerCli, RunWritesACompleteRunDirectory) {
 TEST(RunnerCli, RefusesToOverwriteARun) {
   EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
   Proc p = cli({"run", env().config3.string(), "--out", three_arm_run().string()});
-  EXPECT_EQ(p.code, 2) << show(p);
+  EXPECT_EQ(p.exit_code, 2) << show(p);
   EXPECT_NE(p.err.find("--resume"), std::string::npos) << p.err;
   // Resuming a complete run does no work and loads no model.
   p = cli({"run", "--resume", three_arm_run().string(), "--quiet"});
-  EXPECT_EQ(p.code, 0) << show(p);
+  EXPECT_EQ(p.exit_code, 0) << show(p);
   EXPECT_EQ(count_lines(three_arm_run() / "results.jsonl"), 18);
   EXPECT_EQ(p.err.find("loaded"), std::string::npos) << p.err;
 }
@@ -583,39 +521,39 @@ TEST(RunnerCli, GateExitCodes) {
   EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
   const std::string dir = three_arm_run().string();
   Proc p = cli({"gate", dir, "--check", "baseline n_requests >= 6", "--check", "ears: acceptance_rate >= 0"});
-  EXPECT_EQ(p.code, 0) << show(p);
+  EXPECT_EQ(p.exit_code, 0) << show(p);
   EXPECT_NE(p.out.find("PASS"), std::string::npos);
   json gate = read_json(three_arm_run() / "gate.json");
   EXPECT_TRUE(gate["all_passed"].get<bool>());
   EXPECT_EQ(gate["checks"].size(), 2u);
 
   p = cli({"gate", dir, "--check", "ears mean_accept_length > 100"});
-  EXPECT_EQ(p.code, 1) << show(p);
+  EXPECT_EQ(p.exit_code, 1) << show(p);
   EXPECT_NE(p.out.find("FAIL"), std::string::npos);
   EXPECT_FALSE(read_json(three_arm_run() / "gate.json")["all_passed"].get<bool>());
 
   p = cli({"gate", dir, "--check", "ears bogus_metric >= 1"});
-  EXPECT_EQ(p.code, 2) << show(p);
+  EXPECT_EQ(p.exit_code, 2) << show(p);
   EXPECT_NE(p.err.find("bogus_metric"), std::string::npos);
   p = cli({"gate", (env().root / "no-such-run").string(), "--check", "ears accuracy >= 0"});
-  EXPECT_EQ(p.code, 2) << show(p);
+  EXPECT_EQ(p.exit_code, 2) << show(p);
 
   // Rules file: comments, the YAML form, and a wildcard (every arm).
   const fs::path rules = env().root / "rules.txt";
   write(rules, "# thresholds\nears: acceptance_rate >= 0   # any\nn_errors == 0\n\n");
   const fs::path out = env().root / "gate-rules.json";
   p = cli({"gate", dir, "--rules", rules.string(), "--json", out.string()});
-  EXPECT_EQ(p.code, 0) << show(p);
+  EXPECT_EQ(p.exit_code, 0) << show(p);
   gate = read_json(out);
   EXPECT_EQ(gate["checks"].size(), 1u + 3u);
   write(rules, "ears: acceptance_rate >= 0\nears acceptance_rate => 1\n");
   p = cli({"gate", dir, "--rules", rules.string()});
-  EXPECT_EQ(p.code, 2) << show(p);
+  EXPECT_EQ(p.exit_code, 2) << show(p);
   EXPECT_NE(p.err.find("rules.txt:2"), std::string::npos) << p.err;
 
   // No rules given: the run's config gates (one of which fails).
   p = cli({"gate", dir});
-  EXPECT_EQ(p.code, 1) << show(p);
+  EXPECT_EQ(p.exit_code, 1) << show(p);
   EXPECT_NE(p.out.find("config"), std::string::npos);
 }
 
@@ -623,13 +561,13 @@ TEST(RunnerCli, ReportRerendersAndValidateChecks) {
   EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
   const fs::path out = env().root / "rerendered";
   Proc p = cli({"report", three_arm_run().string(), "--out", out.string(), "--quiet"});
-  EXPECT_EQ(p.code, 0) << show(p);
+  EXPECT_EQ(p.exit_code, 0) << show(p);
   const json a = read_json(three_arm_run() / "report.json"), b = read_json(out / "report.json");
   EXPECT_EQ(a["arms"], b["arms"]);
   EXPECT_EQ(a["comparisons"], b["comparisons"]);
 
   p = cli({"validate", env().config3.string()});
-  EXPECT_EQ(p.code, 0) << show(p);
+  EXPECT_EQ(p.exit_code, 0) << show(p);
   EXPECT_NE(p.out.find("arms:"), std::string::npos);
   EXPECT_NE(p.out.find(env().model.string()), std::string::npos);
   EXPECT_NE(p.err.find("40 requests"), std::string::npos) << p.err;
@@ -638,15 +576,15 @@ TEST(RunnerCli, ReportRerendersAndValidateChecks) {
   write(bad, "name: bad\ntarget: {path: " + env().model.string() + "}\ndraft: {kind: none}\n" +
                  "dataset: {name: jsonl, path: " + env().data.string() + "}\ndecoding:\n  gama: 3\narms: [baseline]\n");
   p = cli({"validate", bad.string()});
-  EXPECT_EQ(p.code, 2) << show(p);
+  EXPECT_EQ(p.exit_code, 2) << show(p);
   EXPECT_NE(p.err.find("bad.yaml:6:"), std::string::npos) << p.err;
   EXPECT_NE(p.err.find("gamma"), std::string::npos) << p.err;
 
   p = cli({"validate", env().config3.string(), "--set", "target.path=" + (env().root / "missing-model").string()});
-  EXPECT_EQ(p.code, 2) << show(p);
+  EXPECT_EQ(p.exit_code, 2) << show(p);
   EXPECT_NE(p.err.find("target.path"), std::string::npos) << p.err;
   p = cli({"validate", env().config3.string(), "--set", "target.path=" + (test::shared_dir() / "fixtures/qwen3-tiny").string()});
-  EXPECT_EQ(p.code, 2) << show(p);
+  EXPECT_EQ(p.exit_code, 2) << show(p);
   EXPECT_NE(p.err.find("tokenizer.json"), std::string::npos) << p.err;
 }
 
@@ -655,7 +593,7 @@ TEST(RunnerCli, ResumeAfterSigkillMatchesAnUninterruptedRun) {
   const fs::path& ref = reference_run();
   ASSERT_EQ(count_lines(ref / "results.jsonl"), 60);
   const fs::path dir = env().root / "killed";
-  const pid_t pid = spawn({"run", env().config2.string(), "--limit", "30", "--out", dir.string(), "--threads", "1"},
+  const pid_t pid = spawn_ears({"run", env().config2.string(), "--limit", "30", "--out", dir.string(), "--threads", "1"},
                           env().root / "killed.out", env().root / "killed.err");
   const auto t0 = std::chrono::steady_clock::now();
   int lines = 0;
@@ -676,7 +614,7 @@ TEST(RunnerCli, ResumeAfterSigkillMatchesAnUninterruptedRun) {
     out << R"({"run_id":"x","arm":"baseline","request_id":"jso)";
   }
   Proc p = cli({"run", "--resume", dir.string(), "--threads", "1"});
-  EXPECT_EQ(p.code, 0) << show(p);
+  EXPECT_EQ(p.exit_code, 0) << show(p);
   EXPECT_NE(p.err.find("truncated"), std::string::npos) << p.err;
   EXPECT_NE(p.err.find(fmt::format("{} already done", kept)), std::string::npos) << p.err;
   EXPECT_EQ(count_lines(dir / "results.jsonl"), 60);
@@ -699,25 +637,25 @@ TEST(RunnerCli, ShardsMergeIntoTheFullRun) {
   for (int i = 0; i < 2; ++i) {
     Proc p = cli({"run", env().config2.string(), "--limit", "30", "--shard", fmt::format("{}/2", i), "--out",
                   (root / fmt::format("shard-{}", i)).string(), "--threads", "1", "--quiet"});
-    ASSERT_EQ(p.code, 0) << show(p);
+    ASSERT_EQ(p.exit_code, 0) << show(p);
     EXPECT_EQ(count_lines(root / fmt::format("shard-{}", i) / "results.jsonl"), 30);
     EXPECT_EQ(read_json(root / fmt::format("shard-{}", i) / "run_meta.json")["dataset"]["shard"], fmt::format("{}/2", i));
   }
   Proc p = cli({"merge", (root / "merged").string(), (root / "shard-0").string(), (root / "shard-1").string(), "--quiet"});
-  ASSERT_EQ(p.code, 0) << show(p);
+  ASSERT_EQ(p.exit_code, 0) << show(p);
   expect_same_outcomes(reference_run(), root / "merged");
   const json report = read_json(root / "merged" / "report.json");
   EXPECT_FALSE(report["partial"].get<bool>());
   EXPECT_EQ(report["arms"][0]["metrics"]["n_requests"], 30);
   EXPECT_EQ(report["sources"].size(), 2u);
   EXPECT_TRUE(fs::exists(root / "merged" / "config.yaml"));
-  EXPECT_EQ(cli({"gate", (root / "merged").string(), "--check", "ears n_requests == 30"}).code, 0);
+  EXPECT_EQ(cli({"gate", (root / "merged").string(), "--check", "ears n_requests == 30"}).exit_code, 0);
 }
 
 TEST(RunnerCli, SigintStopsAfterTheBatchWithAPartialReport) {
   EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
   const fs::path dir = env().root / "interrupted";
-  const pid_t pid = spawn({"run", env().config2.string(), "--out", dir.string(), "--threads", "1"},
+  const pid_t pid = spawn_ears({"run", env().config2.string(), "--out", dir.string(), "--threads", "1"},
                           env().root / "int.out", env().root / "int.err");
   const auto t0 = std::chrono::steady_clock::now();
   while ((!fs::exists(dir / "results.jsonl") || count_lines(dir / "results.jsonl") < 2) &&
@@ -736,6 +674,97 @@ TEST(RunnerCli, SigintStopsAfterTheBatchWithAPartialReport) {
   EXPECT_NE(test::read_file(env().root / "int.err").find("--resume"), std::string::npos);
   // Every line is whole: the in-flight batch finished before the process stopped.
   for (const auto& l : lines_of(dir / "results.jsonl")) EXPECT_NO_THROW(json::parse(l));
+}
+
+TEST(RunnerCli, SigtermStopsLikeSigint) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path dir = env().root / "terminated";
+  const pid_t pid = spawn_ears({"run", env().config2.string(), "--out", dir.string(), "--threads", "1"},
+                               env().root / "term.out", env().root / "term.err");
+  const auto t0 = std::chrono::steady_clock::now();
+  while ((!fs::exists(dir / "results.jsonl") || count_lines(dir / "results.jsonl") < 2) &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120))
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, WNOHANG), 0) << "the run finished before it could be terminated";
+  ::kill(pid, SIGTERM);
+  EXPECT_EQ(wait_for(pid), 128 + SIGTERM) << test::read_file(env().root / "term.err");
+  EXPECT_TRUE(read_json(dir / "report.json")["partial"].get<bool>());
+  EXPECT_FALSE(read_json(dir / "run_meta.json")["complete"].get<bool>());
+  for (const auto& l : lines_of(dir / "results.jsonl")) EXPECT_NO_THROW(json::parse(l));
+  // And it resumes to the full run.
+  Proc p = cli({"run", "--resume", dir.string(), "--threads", "1", "--quiet"});
+  EXPECT_EQ(p.exit_code, 0) << show(p);
+  EXPECT_EQ(count_lines(dir / "results.jsonl"), 80);
+}
+
+// Fault injection: SIGKILL at 20 random points (while starting, loading, mid-batch, between
+// batches, while writing), resuming after each; the result equals an uninterrupted run with
+// nothing lost or duplicated.
+TEST(RunnerCli, TwentyRandomKillsThenResumeLoseAndDuplicateNothing) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path& ref = reference_run();
+  const fs::path dir = env().root / "killed20";
+  std::mt19937 rng(20261122);
+  int kills = 0, attempts = 0;
+  std::set<int> kill_lines;  // results.jsonl line counts seen at the kills
+  while (kills < 20 && attempts < 60) {
+    ++attempts;
+    const bool started = fs::exists(dir / "run_meta.json");
+    std::vector<std::string> args =
+        started ? std::vector<std::string>{"run", "--resume", dir.string(), "--threads", "1", "--quiet"}
+                : std::vector<std::string>{"run", env().config2.string(), "--limit", "30", "--out", dir.string(),
+                                           "--threads", "1", "--quiet"};
+    const int before = fs::exists(dir / "results.jsonl") ? count_lines(dir / "results.jsonl") : 0;
+    const pid_t pid = spawn_ears(args, env().root / "k20.out", env().root / "k20.err");
+    // Kill point: after 0-3 new result lines, then a random 0-40 ms (0 new lines: 0-900 ms after start).
+    const int want = before + std::uniform_int_distribution<int>(0, 3)(rng);
+    const int delay_ms = want == before ? std::uniform_int_distribution<int>(0, 900)(rng)
+                                        : std::uniform_int_distribution<int>(0, 40)(rng);
+    const auto t0 = std::chrono::steady_clock::now();
+    int status = 0;
+    bool exited = false;
+    while (!exited && (fs::exists(dir / "results.jsonl") ? count_lines(dir / "results.jsonl") : 0) < want &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+      exited = ::waitpid(pid, &status, WNOHANG) == pid;
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+    if (!exited) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    if (!exited && ::waitpid(pid, &status, WNOHANG) == 0) {
+      ::kill(pid, SIGKILL);
+      EXPECT_EQ(wait_for(pid), 128 + SIGKILL);
+      ++kills;
+      kill_lines.insert(fs::exists(dir / "results.jsonl") ? count_lines(dir / "results.jsonl") : 0);
+    } else {
+      ASSERT_TRUE(exited || WIFEXITED(status)) << test::read_file(env().root / "k20.err");
+      // It finished (or failed) before the kill: only a complete run may end on its own.
+      ASSERT_EQ(WEXITSTATUS(status), 0) << test::read_file(env().root / "k20.err");
+      break;
+    }
+  }
+  EXPECT_EQ(kills, 20) << "attempts " << attempts;
+  EXPECT_GE(kill_lines.size(), 8u) << "the kills should land at many different points of the run";
+  Proc p = cli({"run", "--resume", dir.string(), "--threads", "1", "--quiet"});
+  ASSERT_EQ(p.exit_code, 0) << show(p);
+  EXPECT_EQ(count_lines(dir / "results.jsonl"), 60);
+  expect_same_outcomes(ref, dir);  // also fails on any duplicate (arm, request, repeat)
+  const json report = read_json(dir / "report.json"), ref_report = read_json(ref / "report.json");
+  EXPECT_FALSE(report["partial"].get<bool>());
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(report["arms"][i]["metrics"]["n_requests"], 30);
+    EXPECT_EQ(report["arms"][i]["metrics"]["accuracy"], ref_report["arms"][i]["metrics"]["accuracy"]);
+    EXPECT_EQ(report["arms"][i]["metrics"]["output_tokens"], ref_report["arms"][i]["metrics"]["output_tokens"]);
+  }
+}
+
+// Determinism: the same config and seed give the same outputs with 1 and 2 threads.
+TEST(RunnerCli, SameOutputsAcrossThreadCounts) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path dir = env().root / "two-threads";
+  Proc p = cli({"run", env().config2.string(), "--limit", "30", "--out", dir.string(), "--threads", "2", "--quiet"});
+  ASSERT_EQ(p.exit_code, 0) << show(p);
+  EXPECT_EQ(read_json(dir / "run_meta.json")["environment"]["threads"], 2);
+  expect_same_outcomes(reference_run(), dir);
 }
 
 // Runs last (gtest keeps file order): removes the scratch directory.

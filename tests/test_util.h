@@ -1,11 +1,16 @@
 // Shared helpers for tests: where the repo and ../shared are, and skipping when shared is absent.
 #pragma once
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,10 +26,10 @@ inline std::filesystem::path shared_dir() {
   return std::filesystem::exists(p) ? p : std::filesystem::path();
 }
 
-// The built ears-bench executable (ctest sets EARS_BENCH_EXE).
+// The built ears-bench executable (ctest sets EARS_BENCH_EXE; else beside the test binary).
 inline std::string exe() {
-  const char* e = std::getenv("EARS_BENCH_EXE");
-  return e ? e : "";
+  if (const char* e = std::getenv("EARS_BENCH_EXE")) return e;
+  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "ears-bench").string();
 }
 
 struct CommandResult {
@@ -53,6 +58,74 @@ inline CommandResult run_ears(const std::string& args) {
   return r;
 }
 
+inline std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Starts `ears-bench args...` (no shell) with stdout/stderr redirected to files; returns the pid.
+inline pid_t spawn_ears(const std::vector<std::string>& args, const std::filesystem::path& out,
+                        const std::filesystem::path& err) {
+  const std::string bin = exe();
+  std::vector<std::string> all = {bin};
+  all.insert(all.end(), args.begin(), args.end());
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fo = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int fe = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fo < 0 || fe < 0) ::_exit(126);
+    ::dup2(fo, 1);
+    ::dup2(fe, 2);
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(bin.c_str(), argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Exit code, or 128 + signal. Kills the child and fails the test after `timeout_s`.
+inline int wait_for(pid_t pid, double timeout_s = 180) {
+  const auto t0 = std::chrono::steady_clock::now();
+  int status = 0;
+  while (true) {
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      ADD_FAILURE() << "ears-bench did not finish within " << timeout_s << " s";
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+// Runs `ears-bench args...` (no shell: arguments are passed as they are) to completion.
+inline CommandResult cli(const std::vector<std::string>& args, double timeout_s = 180) {
+  static int calls = 0;
+  const auto base = std::filesystem::temp_directory_path() /
+                    ("ears_cli_" + std::to_string(::getpid()) + "_" + std::to_string(calls++));
+  const std::string out = base.string() + ".out", err = base.string() + ".err";
+  CommandResult r;
+  r.exit_code = wait_for(spawn_ears(args, out, err), timeout_s);
+  r.out = read_file(out);
+  r.err = read_file(err);
+  std::filesystem::remove(out);
+  std::filesystem::remove(err);
+  return r;
+}
+
+inline std::string show(const CommandResult& r) {
+  return "exit " + std::to_string(r.exit_code) + "\n--- stdout\n" + r.out + "\n--- stderr\n" + r.err;
+}
+
 // A fresh empty directory under the system temp dir, removed when the test binary exits.
 inline std::filesystem::path temp_dir(const std::string& name) {
   struct Cleanup {
@@ -70,13 +143,6 @@ inline std::filesystem::path temp_dir(const std::string& name) {
   std::filesystem::create_directories(p);
   cleanup.dirs.push_back(p);
   return p;
-}
-
-inline std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace ears::test
