@@ -251,8 +251,28 @@ std::string gsm8k_normalize(std::string_view text) {
   return lower(s);
 }
 
+// Invalid UTF-8 bytes -> U+FFFD (Python's errors="replace"): normalisation then works on text,
+// as SQuAD's does, and removing punctuation cannot join stray bytes into new characters (found
+// by fuzz_scoring: normalize_answer was not idempotent on such input).
+static std::string replace_invalid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    char32_t cp = 0;
+    const std::size_t n = decode_utf8(s, i, cp);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      out.append(s.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
 std::string normalize_answer(std::string_view text) {
-  std::string s = lower(text);
+  std::string s = lower(replace_invalid_utf8(text));
   s.erase(std::remove_if(s.begin(), s.end(), is_ascii_punct), s.end());
   s = articles_regex().replace_all(s, " ");
   std::string out;

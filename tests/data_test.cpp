@@ -221,6 +221,10 @@ TEST(QaScoring, NormalizeAnswer) {
   EXPECT_EQ(normalize_answer("ÀÉÎÕÜ ĀŁŽ ΣΩ ДЖ"), "àéîõü āłž σω дж");
   EXPECT_EQ(normalize_answer("a\u00a0b"), "b");  // U+00A0 is white space, "a" an article
   EXPECT_EQ(normalize_answer("the"), "");
+  // Invalid UTF-8 becomes U+FFFD first (Python decodes before normalising), so removing the
+  // '_' cannot join the stray bytes CE / A3 into a new character: idempotent (fuzz_scoring).
+  EXPECT_EQ(normalize_answer("\xce_\xa3"), "\ufffd\ufffd");
+  EXPECT_EQ(normalize_answer(normalize_answer("\xce_\xa3")), normalize_answer("\xce_\xa3"));
 }
 
 TEST(QaScoring, ExactMatchAndF1HandComputed) {
