@@ -10,6 +10,7 @@
 #include "decoders/model.h"
 #include "decoders/runtime.h"
 #include "decoders/tokenizer.h"
+#include "decoders/trace.h"
 #include "harness/error.h"
 
 namespace ears {
@@ -127,6 +128,7 @@ std::vector<GenResult> Engine::generate(const std::vector<GenRequest>& batch, co
 
   const int64_t cache_len = max_prompt + p.max_new_tokens + gamma + 2;
   KVCache cache = target_.new_cache(B, cache_len);
+  std::optional<TraceRange> prefill_range(std::in_place, "ears.prefill");
   ForwardOptions fwd;
   if (drafter_) fwd.aux_layers = drafter_->aux_layers();
   ForwardOptions prefill_opts = fwd;
@@ -142,6 +144,7 @@ std::vector<GenResult> Engine::generate(const std::vector<GenRequest>& batch, co
   at::Tensor bad0 = at::logical_not(at::isfinite(logits0).all(-1));
   at::Tensor host0 = to_host(at::stack({first.to(at::kFloat), bad0.to(at::kFloat)}, 1));
   if (drafter_) drafter_->begin(prompt_ids, lens, first, out.aux_hidden, cache_len);
+  prefill_range.reset();
   const double t_prefill = now_s();
 
   auto h0 = host0.accessor<float, 2>();
@@ -185,10 +188,14 @@ std::vector<GenResult> Engine::generate(const std::vector<GenRequest>& batch, co
     at::Tensor u_sample = u.select(1, 2 * gamma);
 
     Proposal prop;
-    if (drafter_) prop = drafter_->propose(static_cast<int>(gamma), p.sampling, p.draft_greedy, u_draft);
+    if (drafter_) {
+      TraceRange range("ears.draft");
+      prop = drafter_->propose(static_cast<int>(gamma), p.sampling, p.draft_greedy, u_draft);
+    }
     if (p.sync_timing) synchronize(dev);
     const double t1 = now_s();
 
+    std::optional<TraceRange> verify_range(std::in_place, "ears.verify");
     at::Tensor input = drafter_ ? at::cat({x_last, prop.tokens}, 1) : x_last;
     out = target_.forward(input, cache, fwd);
     at::Tensor logits = out.logits.to(at::kFloat);
@@ -218,6 +225,7 @@ std::vector<GenResult> Engine::generate(const std::vector<GenRequest>& batch, co
     }
     pack.push_back(at::logical_not(at::isfinite(logits).all(-1).all(-1)).to(at::kFloat).view({Bn, 1}));
     at::Tensor host = to_host(at::cat(pack, 1));  // the step's one device->host sync
+    verify_range.reset();
     const double t2 = now_s();
 
     auto h = host.accessor<float, 2>();
@@ -262,7 +270,10 @@ std::vector<GenResult> Engine::generate(const std::vector<GenRequest>& batch, co
     }
     cache.set_lengths(new_lens);
     const double t3 = now_s();
-    if (drafter_) drafter_->accept(emitted, accepted_host, out.aux_hidden);
+    if (drafter_) {
+      TraceRange range("ears.accept");
+      drafter_->accept(emitted, accepted_host, out.aux_hidden);
+    }
     x_last = emitted.gather(1, accepted.view({Bn, 1}));
     if (p.sync_timing) synchronize(dev);
     const double t4 = now_s();

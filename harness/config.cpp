@@ -269,11 +269,46 @@ std::string leaf_of(std::string_view path) {
 
 // ---------------------------------------------------------------- typed scalar readers
 
+bool is_control(unsigned char b) { return (b < 0x20 && b != '\t' && b != '\n' && b != '\r') || b == 0x7F; }
+
 std::string as_string(const Ctx& c, const Node& n, const std::string& path) {
   if (!n.IsScalar())
     fail_at(c, n, path, fmt::format("expected a string, got {}", describe(n)),
             fmt::format("write a plain value, e.g. '{}: text'", leaf_of(path)));
+  for (unsigned char b : n.Scalar())  // e.g. from a "\x18" escape
+    if (is_control(b))
+      fail_at(c, n, path, fmt::format("the value contains the control character U+{:04X}", b), "remove it");
   return n.Scalar();
+}
+
+// A YAML stream is printable Unicode: invalid UTF-8 or a C0 control character other than tab /
+// LF / CR is an error at its line and column (yaml-cpp accepts some of them and then emits YAML
+// it cannot read back; found by fuzz_config).
+void check_yaml_text(const std::string& text, const std::string& label) {
+  int line = 1, col = 1;
+  for (size_t i = 0; i < text.size();) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    const size_t len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+    bool ok = len > 0 && i + len <= text.size();
+    uint32_t cp = len == 1 ? b : len == 2 ? (b & 0x1Fu) : len == 3 ? (b & 0x0Fu) : (b & 0x07u);
+    for (size_t k = 1; ok && k < len; ++k) {
+      const auto cb = static_cast<unsigned char>(text[i + k]);
+      ok = (cb & 0xC0) == 0x80;
+      cp = (cp << 6) | (cb & 0x3Fu);
+    }
+    if (ok && ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+               (cp >= 0xD800 && cp <= 0xDFFF)))
+      ok = false;
+    if (!ok)
+      throw Error(fmt::format("{}:{}:{}: (yaml): invalid UTF-8 (byte 0x{:02X}); save the file as UTF-8 text", label, line,
+                              col, b));
+    if (len == 1 && is_control(b))
+      throw Error(fmt::format("{}:{}:{}: (yaml): control character U+{:04X} is not allowed in YAML; remove it", label,
+                              line, col, b));
+    if (b == '\n') ++line, col = 1;
+    else ++col;
+    i += len;
+  }
 }
 
 std::int64_t as_int(const Ctx& c, const Node& n, const std::string& path, std::int64_t example) {
@@ -506,6 +541,7 @@ void apply_override(const Ctx& c, Node root, const std::string& text) {
   if (eq == std::string::npos || key.empty())
     fail_set(text, "expected key.path=value", "e.g. --set decoding.gamma=3 or --set arms.1.verifier.beta=0.2");
   std::string value_text = text.substr(eq + 1);
+  check_yaml_text(value_text, "(from --set " + key + ")");
   Node value;
   try {
     value = strip_marks(YAML::Load(value_text));
@@ -943,6 +979,7 @@ ExperimentSpec parse_experiment(const std::string& yaml_text, const std::string&
                                 const std::vector<std::string>& overrides) {
   Ctx c{file_label, base_dir};
   Node doc;
+  check_yaml_text(yaml_text, file_label);
   try {
     doc = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {

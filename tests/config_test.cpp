@@ -399,6 +399,13 @@ TEST(ConfigErrors, YamlSyntaxErrorHasFileLineColumn) {
   EXPECT_NE(e2.find("(yaml): syntax error"), std::string::npos) << e2;
   EXPECT_EQ(error_of(""), "t.yaml:1:1: (document): the file is empty; it needs at least target, dataset and arms");
   EXPECT_NE(error_of("- a\n- b\n").find("(document): expected a mapping of sections, got a list"), std::string::npos);
+  // Not printable UTF-8 text (fuzz_config found these breaking the to_yaml round trip).
+  EXPECT_EQ(error_of("name: x\ntarget: {path: m\x18}\n"),
+            "t.yaml:2:17: (yaml): control character U+0018 is not allowed in YAML; remove it");
+  EXPECT_EQ(error_of("name: x\ntarget: {path: \xe8\xe7}\n"),
+            "t.yaml:2:16: (yaml): invalid UTF-8 (byte 0xE8); save the file as UTF-8 text");
+  EXPECT_NE(error_of(kBase + "description: \"a\\x18b\"\n").find("description: the value contains the control character U+0018"),
+            std::string::npos);
 }
 
 // ------------------------------------------------------------------ --set overrides
