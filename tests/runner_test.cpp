@@ -206,6 +206,20 @@ const fs::path& reference_run() {
   return dir;
 }
 
+// Starts the full 2-arm run into `dir` and returns once it has written 2 results (stdout/stderr
+// go to <log>.out / <log>.err); -1 when the run ended before that (it cannot be signalled then).
+pid_t start_config2_run(const fs::path& dir, const fs::path& log) {
+  const pid_t pid = spawn_ears({"run", env().config2.string(), "--out", dir.string(), "--threads", "1"},
+                               log.string() + ".out", log.string() + ".err");
+  const auto t0 = std::chrono::steady_clock::now();
+  while ((!fs::exists(dir / "results.jsonl") || count_lines(dir / "results.jsonl") < 2) &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120))
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  int status = 0;
+  if (::waitpid(pid, &status, WNOHANG) != 0) return -1;
+  return pid;
+}
+
 }  // namespace
 
 // =============================================================================================
@@ -655,14 +669,8 @@ TEST(RunnerCli, ShardsMergeIntoTheFullRun) {
 TEST(RunnerCli, SigintStopsAfterTheBatchWithAPartialReport) {
   EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
   const fs::path dir = env().root / "interrupted";
-  const pid_t pid = spawn_ears({"run", env().config2.string(), "--out", dir.string(), "--threads", "1"},
-                          env().root / "int.out", env().root / "int.err");
-  const auto t0 = std::chrono::steady_clock::now();
-  while ((!fs::exists(dir / "results.jsonl") || count_lines(dir / "results.jsonl") < 2) &&
-         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120))
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, WNOHANG), 0) << "the run finished before it could be interrupted";
+  const pid_t pid = start_config2_run(dir, env().root / "int");
+  ASSERT_GT(pid, 0) << "the run finished before it could be interrupted";
   ::kill(pid, SIGINT);
   EXPECT_EQ(wait_for(pid), 130) << test::read_file(env().root / "int.err");
   const int n = count_lines(dir / "results.jsonl");
@@ -679,14 +687,8 @@ TEST(RunnerCli, SigintStopsAfterTheBatchWithAPartialReport) {
 TEST(RunnerCli, SigtermStopsLikeSigint) {
   EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
   const fs::path dir = env().root / "terminated";
-  const pid_t pid = spawn_ears({"run", env().config2.string(), "--out", dir.string(), "--threads", "1"},
-                               env().root / "term.out", env().root / "term.err");
-  const auto t0 = std::chrono::steady_clock::now();
-  while ((!fs::exists(dir / "results.jsonl") || count_lines(dir / "results.jsonl") < 2) &&
-         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120))
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, WNOHANG), 0) << "the run finished before it could be terminated";
+  const pid_t pid = start_config2_run(dir, env().root / "term");
+  ASSERT_GT(pid, 0) << "the run finished before it could be terminated";
   ::kill(pid, SIGTERM);
   EXPECT_EQ(wait_for(pid), 128 + SIGTERM) << test::read_file(env().root / "term.err");
   EXPECT_TRUE(read_json(dir / "report.json")["partial"].get<bool>());
