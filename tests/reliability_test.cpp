@@ -388,8 +388,8 @@ TEST(BadInputCatalogue, EveryCaseFailsWithOneClearLine) {
       message = "report.json: dataset.skipped_lines = 2, warning \"2 bad dataset line(s) skipped\"";
     }
     // Paths differ per machine: show them relative to the case directory.
-    for (size_t p; (p = message.find(dir.string())) != std::string::npos;) message.replace(p, dir.string().size(), "<case>");
-    for (size_t p; (p = message.find(root.string())) != std::string::npos;) message.replace(p, root.string().size(), "<tmp>");
+    for (size_t p; (p = message.find(dir.string())) != std::string::npos;) message.replace(p, dir.string().size(), "CASE");
+    for (size_t p; (p = message.find(root.string())) != std::string::npos;) message.replace(p, root.string().size(), "TMP");
     for (size_t p = 0; (p = message.find('|', p)) != std::string::npos; p += 2) message.replace(p, 1, "\\|");
     table += "| `" + k.id + "` | " + k.what + " | " + std::to_string(r.exit_code) + " | " + message + " |\n";
   }
