@@ -13,6 +13,7 @@
 #include "datasets/open_stems.h"
 #include "datasets/scoring.h"
 #include "datasets/synth_gsm.h"
+#include "decoders/utf8.h"
 #include "harness/error.h"
 
 namespace ears {
@@ -25,30 +26,6 @@ namespace {
 struct LineError {
   std::string message;
 };
-
-// Returns the byte offset of the first invalid UTF-8 sequence, or npos.
-std::size_t invalid_utf8_at(std::string_view s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    auto b = static_cast<unsigned char>(s[i]);
-    if (b < 0x80) {
-      ++i;
-      continue;
-    }
-    std::size_t n = (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return i;
-    uint32_t cp = n == 2 ? (b & 0x1F) : n == 3 ? (b & 0x0F) : (b & 0x07);
-    for (std::size_t k = 1; k < n; ++k) {
-      auto c = static_cast<unsigned char>(s[i + k]);
-      if ((c >> 6) != 0x2) return i;
-      cp = (cp << 6) | (c & 0x3F);
-    }
-    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
-    i += n;
-  }
-  return std::string_view::npos;
-}
 
 std::string read_whole_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -74,7 +51,7 @@ std::size_t read_jsonl(const std::string& path, bool skip, F&& on_record) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.find_first_not_of(" \t") == std::string_view::npos) continue;  // blank line
     try {
-      if (auto bad = invalid_utf8_at(line); bad != std::string_view::npos)
+      if (auto bad = utf8::first_invalid(line); bad != std::string_view::npos)
         throw LineError{fmt::format("invalid UTF-8 at byte {} of the line; the file must be "
                                     "UTF-8 text",
                                     bad + 1)};

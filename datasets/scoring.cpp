@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 
+#include "decoders/utf8.h"
 #include "harness/error.h"
 
 namespace ears {
@@ -108,40 +109,6 @@ std::string_view strip(std::string_view s) {
 
 // ---- minimal UTF-8 code point handling (lower-casing and white space) ----
 
-// Decodes one code point at s[i]; returns its length, or 0 for an invalid sequence.
-std::size_t decode_utf8(std::string_view s, std::size_t i, char32_t& cp) {
-  auto b = static_cast<unsigned char>(s[i]);
-  std::size_t n = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  cp = n == 1 ? b : n == 2 ? (b & 0x1F) : n == 3 ? (b & 0x0F) : (b & 0x07);
-  for (std::size_t k = 1; k < n; ++k) {
-    auto c = static_cast<unsigned char>(s[i + k]);
-    if ((c >> 6) != 0x2) return 0;
-    cp = (cp << 6) | (c & 0x3F);
-  }
-  static constexpr char32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return n;
-}
-
-void encode_utf8(char32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
 // Simple lower-case mapping for the scripts that occur in our QA data.
 char32_t to_lower(char32_t c) {
   if (c >= 'A' && c <= 'Z') return c + 32;
@@ -167,16 +134,16 @@ std::string lower(std::string_view s) {
   out.reserve(s.size());
   for (std::size_t i = 0; i < s.size();) {
     char32_t cp = 0;
-    std::size_t n = decode_utf8(s, i, cp);
+    std::size_t n = utf8::decode(s, i, cp);
     if (n == 0) {  // invalid byte: keep it
       out += s[i++];
       continue;
     }
     if (cp == 0x130) {  // İ -> i + combining dot, as Python does
       out += 'i';
-      encode_utf8(0x307, out);
+      utf8::append(out, 0x307);
     } else {
-      encode_utf8(to_lower(cp), out);
+      utf8::append(out, to_lower(cp));
     }
     i += n;
   }
@@ -196,7 +163,7 @@ std::vector<std::string> split_ws(std::string_view s) {
   std::string cur;
   for (std::size_t i = 0; i < s.size();) {
     char32_t cp = 0;
-    std::size_t n = decode_utf8(s, i, cp);
+    std::size_t n = utf8::decode(s, i, cp);
     if (n != 0 && is_space(cp)) {
       if (!cur.empty()) out.push_back(std::move(cur));
       cur.clear();
@@ -251,28 +218,11 @@ std::string gsm8k_normalize(std::string_view text) {
   return lower(s);
 }
 
-// Invalid UTF-8 bytes -> U+FFFD (Python's errors="replace"): normalisation then works on text,
-// as SQuAD's does, and removing punctuation cannot join stray bytes into new characters (found
-// by fuzz_scoring: normalize_answer was not idempotent on such input).
-static std::string replace_invalid_utf8(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size();) {
-    char32_t cp = 0;
-    const std::size_t n = decode_utf8(s, i, cp);
-    if (n == 0) {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    } else {
-      out.append(s.substr(i, n));
-      i += n;
-    }
-  }
-  return out;
-}
-
 std::string normalize_answer(std::string_view text) {
-  std::string s = lower(replace_invalid_utf8(text));
+  // Invalid UTF-8 -> U+FFFD first (Python's errors="replace"): normalisation then works on text,
+  // as SQuAD's does, and removing punctuation cannot join stray bytes into new characters (found
+  // by fuzz_scoring: normalize_answer was not idempotent on such input).
+  std::string s = lower(utf8::sanitize(text));
   s.erase(std::remove_if(s.begin(), s.end(), is_ascii_punct), s.end());
   s = articles_regex().replace_all(s, " ");
   std::string out;

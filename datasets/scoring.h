@@ -37,7 +37,7 @@ std::string gsm8k_flexible_extract(std::string_view output);
 std::string gsm8k_normalize(std::string_view text);
 
 // SQuAD normalize_answer (see top of file). Lower-casing covers ASCII, Latin-1, Latin
-// Extended-A, Greek and Cyrillic (enough for NQ answers); invalid UTF-8 bytes pass through.
+// Extended-A, Greek and Cyrillic (enough for NQ answers); invalid UTF-8 becomes U+FFFD first.
 std::string normalize_answer(std::string_view text);
 // Normalised tokens (normalize_answer split on spaces).
 std::vector<std::string> answer_tokens(std::string_view text);

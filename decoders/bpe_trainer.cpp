@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "decoders/tokenizer.h"
+#include "decoders/utf8.h"
 #include "harness/error.h"
 
 namespace ears {
@@ -48,23 +49,10 @@ const ByteTable& bytes_table() {
   return t;
 }
 
-void append_utf8(std::string& s, uint32_t cp) {
-  if (cp < 0x80) {
-    s.push_back(char(cp));
-  } else if (cp < 0x800) {
-    s.push_back(char(0xC0 | (cp >> 6)));
-    s.push_back(char(0x80 | (cp & 0x3F)));
-  } else {
-    s.push_back(char(0xE0 | (cp >> 12)));
-    s.push_back(char(0x80 | ((cp >> 6) & 0x3F)));
-    s.push_back(char(0x80 | (cp & 0x3F)));
-  }
-}
-
 // Raw bytes -> byte-level token string ("Ġworld").
 std::string byte_level(const std::string& raw) {
   std::string s;
-  for (unsigned char b : raw) append_utf8(s, bytes_table().cp_of_byte[b]);
+  for (unsigned char b : raw) utf8::append(s, bytes_table().cp_of_byte[b]);
   return s;
 }
 

@@ -138,10 +138,9 @@ std::vector<GenResult> Engine::generate(const std::vector<GenRequest>& batch, co
 
   std::vector<RequestRng*> rngs;
   for (auto& s : seqs) rngs.push_back(&s.rng);
-  at::Tensor logits0 = out.logits.select(1, 0).to(at::kFloat);
-  ProcessedProbs pp0 = process_logits(logits0, p.sampling);
+  ProcessedProbs pp0 = process_logits(out.logits.select(1, 0), p.sampling);
   at::Tensor first = sample_from_probs(pp0.probs, batch_uniforms(rngs, 1, dev).squeeze(1));
-  at::Tensor bad0 = at::logical_not(at::isfinite(logits0).all(-1));
+  at::Tensor bad0 = at::logical_not(at::isfinite(pp0.max_prob));  // NaN / +inf logits
   at::Tensor host0 = to_host(at::stack({first.to(at::kFloat), bad0.to(at::kFloat)}, 1));
   if (drafter_) drafter_->begin(prompt_ids, lens, first, out.aux_hidden, cache_len);
   prefill_range.reset();
@@ -198,8 +197,7 @@ std::vector<GenResult> Engine::generate(const std::vector<GenRequest>& batch, co
     std::optional<TraceRange> verify_range(std::in_place, "ears.verify");
     at::Tensor input = drafter_ ? at::cat({x_last, prop.tokens}, 1) : x_last;
     out = target_.forward(input, cache, fwd);
-    at::Tensor logits = out.logits.to(at::kFloat);
-    ProcessedProbs pp = process_logits(logits, p.sampling);  // [Bn, gamma+1, V]
+    ProcessedProbs pp = process_logits(out.logits, p.sampling);  // [Bn, gamma+1, V] float32
     at::Tensor emitted, accepted, path;
     std::vector<at::Tensor> pack;
     if (gamma == 0) {
@@ -223,7 +221,8 @@ std::vector<GenResult> Engine::generate(const std::vector<GenRequest>& batch, co
       }
       pack = {emitted.to(at::kFloat), accepted.to(at::kFloat).view({Bn, 1}), vo.path.to(at::kFloat), u_pos, tv};
     }
-    pack.push_back(at::logical_not(at::isfinite(logits).all(-1).all(-1)).to(at::kFloat).view({Bn, 1}));
+    // NaN / +inf logits make max_prob NaN (sampling.h): no extra pass over the vocabulary.
+    pack.push_back(at::logical_not(at::isfinite(pp.max_prob).all(-1)).to(at::kFloat).view({Bn, 1}));
     at::Tensor host = to_host(at::cat(pack, 1));  // the step's one device->host sync
     verify_range.reset();
     const double t2 = now_s();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "harness/error.h"
 
@@ -19,7 +20,21 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
-  return at::linear(x, w, bias.defined() ? c10::optional<at::Tensor>(bias) : c10::nullopt);
+  const c10::optional<at::Tensor> b = bias.defined() ? c10::optional<at::Tensor>(bias) : c10::nullopt;
+  const int64_t in = x.size(-1);
+  const bool reduced = x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf;
+  if (reduced && x.numel() == in) {
+    // Row-count-invariant rounding. For a single row, LibTorch's reduced-precision GEMM takes a
+    // matrix-vector path that accumulates in another order than the multi-row kernel (measured
+    // on LibTorch 1.13 bf16: rows of a 1-row product differ from the same rows of a 2..48-row
+    // product, rows of 2..48-row products agree). A batch-1 decode step would then round
+    // differently from the same token inside a γ+1-token verification, and T=0 speculative
+    // decoding would drift from target-only greedy. Two rows take the GEMM path; keep the first.
+    std::vector<int64_t> out_sizes(x.sizes().begin(), x.sizes().end());
+    out_sizes.back() = w.size(0);
+    return at::linear(x.reshape({1, in}).expand({2, in}), w, b).narrow(0, 0, 1).reshape(out_sizes);
+  }
+  return at::linear(x, w, b);
 }
 
 at::Tensor silu_mlp(const at::Tensor& x, const at::Tensor& gate_up_w, const at::Tensor& down_w,

@@ -32,7 +32,8 @@ namespace layers {
 // y = weight * (x_f32 * rsqrt(mean(x_f32^2, -1) + eps)).to(x.dtype). weight: [x.size(-1)] in x's dtype.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
-// x @ w^T (+ bias). w: [out, in] (nn.Linear layout); bias may be undefined.
+// x @ w^T (+ bias). w: [out, in] (nn.Linear layout); bias may be undefined. In bf16/fp16 every
+// row rounds the same whatever the number of rows (a single row is computed as two).
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias = at::Tensor());
 
 // down(silu(gate) * up) where gate_up = x @ [gate; up]^T, i.e. gate_up_w is [2*I, hidden] with the

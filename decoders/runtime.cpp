@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+#include <c10/core/Event.h>
 #include <c10/core/Stream.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/api/include/torch/version.h>
@@ -35,6 +36,52 @@ void synchronize(c10::Device device) {
   if (device.is_cpu()) return;
   // Waits for the current stream of `device` (the one our kernels are queued on).
   c10::impl::getDeviceGuardImpl(device.type())->getStream(device).synchronize();
+}
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+#define EARS_DEVICE_EVENT_TIMING 1
+struct DeviceTimer::Events {
+  c10::Event begin, end;
+  explicit Events(c10::DeviceType t)
+      : begin(t, c10::EventFlag::BACKEND_DEFAULT), end(t, c10::EventFlag::BACKEND_DEFAULT) {}
+};
+#else
+struct DeviceTimer::Events {};
+#endif
+
+DeviceTimer::DeviceTimer(c10::Device device) : device_(device) {
+#ifdef EARS_DEVICE_EVENT_TIMING
+  if (!device.is_cpu()) events_ = new Events(device.type());
+#endif
+}
+
+DeviceTimer::~DeviceTimer() { delete events_; }
+
+const char* DeviceTimer::method() const {
+  return events_ ? "device timing events on the current stream" : "host clock, device synchronised at both ends";
+}
+
+void DeviceTimer::start() {
+#ifdef EARS_DEVICE_EVENT_TIMING
+  if (events_) {
+    events_->begin.record(c10::impl::getDeviceGuardImpl(device_.type())->getStream(device_));
+    return;
+  }
+#endif
+  synchronize(device_);
+  t0_ = now_s();
+}
+
+double DeviceTimer::stop_ms() {
+#ifdef EARS_DEVICE_EVENT_TIMING
+  if (events_) {
+    events_->end.record(c10::impl::getDeviceGuardImpl(device_.type())->getStream(device_));
+    events_->end.synchronize();
+    return events_->begin.elapsedTime(events_->end);
+  }
+#endif
+  synchronize(device_);
+  return (now_s() - t0_) * 1e3;
 }
 
 static std::atomic<int64_t> g_host_syncs{0};

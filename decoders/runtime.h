@@ -21,6 +21,27 @@ int set_threads(int n);
 // Blocks until all work queued on `device` is done (no-op on CPU).
 void synchronize(c10::Device device);
 
+// Times a region of device work. On an accelerator with LibTorch >= 2.5 (c10::Event with
+// elapsedTime): timing events recorded on the current stream, read after one synchronisation
+// (CUDA events on CUDA). Otherwise (CPU, LibTorch 1.x): the host clock, with the device
+// synchronised at both ends. method() says which.
+class DeviceTimer {
+ public:
+  explicit DeviceTimer(c10::Device device);
+  ~DeviceTimer();
+  DeviceTimer(const DeviceTimer&) = delete;
+  DeviceTimer& operator=(const DeviceTimer&) = delete;
+  void start();
+  double stop_ms();  // synchronises; milliseconds since start()
+  const char* method() const;
+
+ private:
+  struct Events;
+  c10::Device device_;
+  Events* events_ = nullptr;  // null when timing on the host clock
+  double t0_ = 0;
+};
+
 // Seconds since an arbitrary epoch (steady clock).
 inline double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

@@ -21,25 +21,32 @@ ProcessedProbs process_logits(const at::Tensor& logits, const SamplingParams& pa
   validate(params);
   if (logits.dim() < 1 || logits.size(-1) < 1)
     fail("process_logits: logits must be [..., V] with V >= 1, got {} dims", logits.dim());
-  at::Tensor l = logits.to(at::kFloat);
+  bool owned = logits.scalar_type() != at::kFloat;  // l is a fresh float32 copy we may overwrite
+  at::Tensor l = owned ? logits.to(at::kFloat) : logits;
   const int64_t V = l.size(-1);
 
   if (params.temperature == 0) {
-    at::Tensor best = l.argmax(-1, /*keepdim=*/true);
+    auto [top, best] = l.max(-1, /*keepdim=*/true);
     at::Tensor probs = at::zeros_like(l).scatter_(-1, best, 1.0);
-    return {probs, at::ones(best.squeeze(-1).sizes(), l.options())};
+    // (top - top) + 1: 1, or NaN for a row holding NaN or +inf (max propagates NaN, inf - inf is
+    // NaN), as the softmax below gives; the engine's finiteness check reads it.
+    return {probs, top.sub(top).add_(1).squeeze(-1)};
   }
-  if (params.temperature != 1) l = l / params.temperature;
+  if (params.temperature != 1) {
+    l = owned ? l.mul_(1 / params.temperature) : l * (1 / params.temperature);
+    owned = true;
+  }
 
   const bool use_k = params.top_k > 0 && params.top_k < V;
   const bool use_p = params.top_p < 1;
   if (!use_k && !use_p) {
-    // Single pass: Z = sum exp(l - max l); the top token has exp(0) = 1, so max p = 1/Z.
-    at::Tensor e = (l - l.amax(-1, /*keepdim=*/true)).exp_();
+    // Z = Σ exp(l - max l), p = exp(l - max l) / Z, max p = 1/Z (the top token has exp(0) = 1):
+    // four passes over the logits, in place when they are our own float32 copy.
+    at::Tensor e = owned ? l : l.clone();
+    e.sub_(e.amax(-1, /*keepdim=*/true)).exp_();
     at::Tensor z = e.sum(-1, /*keepdim=*/true);
     return {e.div_(z), z.squeeze(-1).reciprocal()};
   }
-
   // Work in descending order; scatter the result back to vocabulary order at the end.
   auto [sorted, order] = l.sort(-1, /*descending=*/true);
   at::Tensor keep = at::ones_like(sorted, sorted.options().dtype(at::kBool));
@@ -68,13 +75,17 @@ at::Tensor sample_from_probs(const at::Tensor& probs, const at::Tensor& uniforms
          probs.dim(), uniforms.dim(), probs.dim() ? probs.size(0) : -1,
          uniforms.dim() ? uniforms.size(0) : -1);
   const int64_t V = probs.size(1);
-  // float64 CDF: adding an exact 0 leaves the running sum unchanged, so a zero-probability id
-  // owns an empty interval; u < 1 keeps u * total strictly below total (float32 u has 24 bits).
-  at::Tensor cdf = probs.to(at::kDouble).cumsum(-1);
-  at::Tensor t = uniforms.to(cdf.device(), at::kDouble).unsqueeze(1) * cdf.narrow(1, V - 1, 1);
-  at::Tensor ids = at::searchsorted(cdf, t, /*out_int32=*/false, /*right=*/true).clamp_max_(V - 1);
-  at::Tensor chosen = probs.gather(1, ids);
-  return at::where(chosen > 0, ids, probs.argmax(1, /*keepdim=*/true)).squeeze(1);
+  // Adding an exact 0 leaves a running sum unchanged, so a zero-probability id owns an empty
+  // interval of the CDF and the right-sided search never returns it.
+  const at::Tensor cdf = probs.to(at::kFloat).cumsum(-1);  // CPU: accumulated in double, stored float32
+  const at::Tensor total = cdf.narrow(1, V - 1, 1);        // [N, 1]
+  const at::Tensor t = uniforms.to(cdf.device(), at::kFloat).unsqueeze(1) * total;
+  const at::Tensor ids = at::searchsorted(cdf, t, /*out_int32=*/false, /*right=*/true);
+  // Should u * total round up to total (u within 2^-24 of 1), the search runs off the end: take
+  // the last id with positive probability (the first whose CDF reaches the total) instead.
+  const at::Tensor last = at::searchsorted(cdf, total, /*out_int32=*/false, /*right=*/false);
+  // (A NaN row finds nothing: clamped to a valid id; the engine flags the row through max_prob.)
+  return at::minimum(ids, last).clamp_max_(V - 1).squeeze(1);
 }
 
 uint64_t splitmix64(uint64_t x) {

@@ -27,7 +27,8 @@ void validate(const SamplingParams& params, std::string_view where = "sampling")
 
 struct ProcessedProbs {
   at::Tensor probs;     // float32 [..., V]; exact zeros outside the kept set
-  at::Tensor max_prob;  // float32 [...];    max over V of probs, from the softmax's own 1/Z
+  at::Tensor max_prob;  // float32 [...];    max over V of probs, from the softmax's own 1/Z;
+                        // NaN for a row whose logits hold NaN or +inf (also at temperature 0)
 };
 
 // temperature -> top-k -> top-p (HuggingFace order and semantics: top-p keeps the smallest set
@@ -39,10 +40,12 @@ struct ProcessedProbs {
 ProcessedProbs process_logits(const at::Tensor& logits, const SamplingParams& params);
 
 // Inverse-CDF sampling, one uniform in [0, 1) per row: probs [N, V] (non-negative, need not be
-// normalised: the row total is used), uniforms [N] -> int64 ids [N] on probs' device.
-// The CDF is accumulated in float64, so a zero-probability id has a CDF step of exactly zero and
-// can never be selected; should the search still land on a zero-probability id (uniform >= 1,
-// or an all-zero row) the row's argmax is returned instead.
+// normalised: the row total is used), uniforms [N] -> int64 ids [N] on probs' device. Two binary
+// searches per row after one cumulative sum; no argmax, no host sync. The CDF is float32 (on the
+// CPU accumulated in double, entry by entry): a zero-probability id has a step of exactly zero
+// and is never drawn; an id whose probability is below float32's spacing at its running sum
+// (~6e-8 of the row total) may get no interval (a bias below 1e-7 per id). An all-zero row
+// returns id 0.
 at::Tensor sample_from_probs(const at::Tensor& probs, const at::Tensor& uniforms);
 
 // splitmix64 finaliser (Steele, Lea & Flood 2014): a bijection on 64-bit integers.

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "decoders/utf8.h"
 #include "harness/error.h"
 
 namespace ears {
@@ -29,103 +30,18 @@ using json = nlohmann::json;
 // ------------------------------------------------------------------------------------------
 // UTF-8
 
-// Length of the valid UTF-8 character at s[i] (> 0); 0 when s[i..n) is a valid but incomplete
-// prefix of a character; -k when the maximal invalid subpart starting at i has k bytes.
-int utf8_step(const unsigned char* s, std::size_t n, std::size_t i) {
-  unsigned b0 = s[i];
-  if (b0 < 0x80) return 1;
-  int need;
-  unsigned lo = 0x80, hi = 0xBF;
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    need = 1;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    need = 2;
-    if (b0 == 0xE0) lo = 0xA0;
-    if (b0 == 0xED) hi = 0x9F;
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    need = 3;
-    if (b0 == 0xF0) lo = 0x90;
-    if (b0 == 0xF4) hi = 0x8F;
-  } else {
-    return -1;
-  }
-  for (int k = 1; k <= need; ++k) {
-    if (i + k >= n) return 0;
-    unsigned b = s[i + k];
-    unsigned l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xBF;
-    if (b < l || b > h) return -k;
-  }
-  return need + 1;
-}
-
-constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
-
-// Appends the decodable prefix of `in` to `out` (invalid subparts -> U+FFFD). When !final, an
-// incomplete trailing sequence is left unconsumed. Returns the number of bytes consumed.
-std::size_t utf8_decode_into(std::string_view in, std::string& out, bool final) {
-  const auto* s = reinterpret_cast<const unsigned char*>(in.data());
-  const std::size_t n = in.size();
-  std::size_t i = 0;
-  while (i < n) {
-    std::size_t run = i;  // copy valid runs in one append
-    int r;
-    while (run < n && (r = utf8_step(s, n, run)) > 0) run += r;
-    out.append(in.data() + i, run - i);
-    i = run;
-    if (i >= n) break;
-    r = utf8_step(s, n, i);
-    if (r == 0) {  // incomplete tail
-      if (!final) return i;
-      out.append(kReplacement);
-      return n;
-    }
-    out.append(kReplacement);
-    i += static_cast<std::size_t>(-r);
-  }
-  return n;
-}
-
-uint32_t decode_cp(const unsigned char* s, int len) {
-  switch (len) {
-    case 1: return s[0];
-    case 2: return (uint32_t(s[0] & 0x1F) << 6) | (s[1] & 0x3F);
-    case 3: return (uint32_t(s[0] & 0x0F) << 12) | (uint32_t(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
-    default:
-      return (uint32_t(s[0] & 0x07) << 18) | (uint32_t(s[1] & 0x3F) << 12) |
-             (uint32_t(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
-  }
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out.push_back(char(cp));
-  } else if (cp < 0x800) {
-    out.push_back(char(0xC0 | (cp >> 6)));
-    out.push_back(char(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(char(0xE0 | (cp >> 12)));
-    out.push_back(char(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(char(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(char(0xF0 | (cp >> 18)));
-    out.push_back(char(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(char(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(char(0x80 | (cp & 0x3F)));
-  }
-}
-
 // Code points of a valid UTF-8 string.
 std::vector<uint32_t> code_points(std::string_view s) {
   std::vector<uint32_t> cps;
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   for (std::size_t i = 0; i < s.size();) {
-    int r = utf8_step(p, s.size(), i);
+    int r = utf8::step(p, s.size(), i);
     if (r <= 0) {
       cps.push_back(0xFFFD);
       i += r == 0 ? s.size() - i : std::size_t(-r);
       continue;
     }
-    cps.push_back(decode_cp(p + i, r));
+    cps.push_back(utf8::code_point(p + i, r));
     i += r;
   }
   return cps;
@@ -186,9 +102,9 @@ std::optional<std::string> byte_level_to_bytes(std::string_view token) {
   out.reserve(token.size());
   const auto* p = reinterpret_cast<const unsigned char*>(token.data());
   for (std::size_t i = 0; i < token.size();) {
-    int r = utf8_step(p, token.size(), i);
+    int r = utf8::step(p, token.size(), i);
     if (r <= 0) return std::nullopt;
-    uint32_t cp = decode_cp(p + i, r);
+    uint32_t cp = utf8::code_point(p + i, r);
     if (cp >= bm.to_byte.size() || bm.to_byte[cp] < 0) return std::nullopt;
     out.push_back(char(bm.to_byte[cp]));
     i += r;
@@ -271,7 +187,7 @@ struct Regex {
       std::size_t ms = ov[0], me = ov[1];
       if (me <= ms) {  // empty match: skip one character
         if (ms >= s.size()) break;
-        int r = utf8_step(bytes, s.size(), ms);
+        int r = utf8::step(bytes, s.size(), ms);
         pos = ms + (r > 0 ? std::size_t(r) : 1);
         continue;
       }
@@ -360,15 +276,15 @@ class LiteralMatcher {
   }
   static bool starts_with_word(std::string_view s) {
     const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-    int r = utf8_step(p, s.size(), 0);
-    return r > 0 && is_word_char(decode_cp(p, r));
+    int r = utf8::step(p, s.size(), 0);
+    return r > 0 && is_word_char(utf8::code_point(p, r));
   }
   static std::size_t leading_space(std::string_view s) {
     const auto* p = reinterpret_cast<const unsigned char*>(s.data());
     std::size_t i = 0;
     while (i < s.size()) {
-      int r = utf8_step(p, s.size(), i);
-      if (r <= 0 || !is_white_space(decode_cp(p + i, r))) break;
+      int r = utf8::step(p, s.size(), i);
+      if (r <= 0 || !is_white_space(utf8::code_point(p + i, r))) break;
       i += r;
     }
     return i;
@@ -377,9 +293,9 @@ class LiteralMatcher {
     const auto* p = reinterpret_cast<const unsigned char*>(s.data());
     std::size_t n = 0, i = 0;  // length of the whitespace run that ends the string
     while (i < s.size()) {
-      int r = utf8_step(p, s.size(), i);
+      int r = utf8::step(p, s.size(), i);
       std::size_t len = r > 0 ? std::size_t(r) : 1;
-      n = (r > 0 && is_white_space(decode_cp(p + i, r))) ? n + len : 0;
+      n = (r > 0 && is_white_space(utf8::code_point(p + i, r))) ? n + len : 0;
       i += len;
     }
     return n;
@@ -835,7 +751,7 @@ void Tokenizer::Impl::load(const std::filesystem::path& path) {
   byte_id.fill(-1);
   for (int b = 0; b < 256; ++b) {
     std::string ch;
-    append_utf8(ch, byte_map().to_cp[b]);
+    utf8::append(ch, byte_map().to_cp[b]);
     byte_id[b] = model_index.find(ch);
     if (byte_id[b] < 0 && byte_fallback)
       c.bad("model.byte_fallback", "byte_fallback with an incomplete byte alphabet is not supported");
@@ -970,8 +886,8 @@ void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>& o
 void Tokenizer::Impl::encode_normalizable(std::string_view piece, std::vector<int32_t>& out,
                                           std::vector<MatchData>& md) const {
   std::string buf;
-  if (!utf8_is_valid(piece)) {
-    buf = utf8_sanitize(piece);
+  if (!utf8::is_valid(piece)) {
+    buf = utf8::sanitize(piece);
     piece = buf;
   }
   if (nfc && !is_ascii(piece)) {
@@ -1120,8 +1036,8 @@ std::vector<std::string> Tokenizer::pretokenize(std::string_view text) const {
   };
   auto normalizable = [&](std::string_view piece) {
     std::string buf;
-    if (!utf8_is_valid(piece)) {
-      buf = utf8_sanitize(piece);
+    if (!utf8::is_valid(piece)) {
+      buf = utf8::sanitize(piece);
       piece = buf;
     }
     if (im.nfc && !is_ascii(piece)) {
@@ -1142,8 +1058,8 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
     if (!(f & Impl::kDefined) || (skip_special && (f & Impl::kSpecial))) continue;
     bytes += impl_->id_bytes[id];
   }
-  if (utf8_is_valid(bytes)) return bytes;
-  return utf8_sanitize(bytes);
+  if (utf8::is_valid(bytes)) return bytes;
+  return utf8::sanitize(bytes);
 }
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
@@ -1198,7 +1114,7 @@ std::string IncrementalDecoder::push(int32_t id) {
   if (skip_special_ && tok_.is_special(id)) return {};
   pending_ += tok_.token_bytes(id);
   std::string out;
-  std::size_t used = utf8_decode_into(pending_, out, /*final=*/false);
+  std::size_t used = utf8::decode_into(pending_, out, /*final=*/false);
   pending_.erase(0, used);
   return out;
 }
@@ -1211,7 +1127,7 @@ std::string IncrementalDecoder::push(std::span<const int32_t> ids) {
 
 std::string IncrementalDecoder::flush() {
   std::string out;
-  utf8_decode_into(pending_, out, /*final=*/true);
+  utf8::decode_into(pending_, out, /*final=*/true);
   pending_.clear();
   return out;
 }
@@ -1296,32 +1212,11 @@ std::string qwen3_chat_prompt(std::string_view user_message, bool thinking) {
   return p;
 }
 
-bool utf8_is_valid(std::string_view s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  for (std::size_t i = 0; i < s.size();) {
-    if (p[i] < 0x80) {
-      ++i;
-      continue;
-    }
-    int r = utf8_step(p, s.size(), i);
-    if (r <= 0) return false;
-    i += r;
-  }
-  return true;
-}
-
-std::string utf8_sanitize(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 8);
-  utf8_decode_into(s, out, /*final=*/true);
-  return out;
-}
-
 std::string utf8_nfc(std::string_view s) {
   if (is_ascii(s)) return std::string(s);
   std::string clean;
-  if (!utf8_is_valid(s)) {
-    clean = utf8_sanitize(s);
+  if (!utf8::is_valid(s)) {
+    clean = utf8::sanitize(s);
     s = clean;
   }
   utf8proc_uint8_t* dst = nullptr;

@@ -107,9 +107,7 @@ class StopMatcher {
 // when thinking is false (the Qwen3 template with enable_thinking=false).
 std::string qwen3_chat_prompt(std::string_view user_message, bool thinking);
 
-// UTF-8 helpers (shared with tests and scorers).
-bool utf8_is_valid(std::string_view s);
-std::string utf8_sanitize(std::string_view s);  // invalid sequences -> U+FFFD (maximal subparts)
-std::string utf8_nfc(std::string_view s);       // Unicode NFC (utf8proc); input is sanitized
+// Unicode NFC (utf8proc); invalid UTF-8 is first sanitized (decoders/utf8.h has the rest).
+std::string utf8_nfc(std::string_view s);
 
 }  // namespace ears

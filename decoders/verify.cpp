@@ -86,10 +86,11 @@ at::Tensor typical_threshold(const VerifierSpec& spec, const at::Tensor& p) {
   return minus_h.exp_().mul_(spec.typical_delta).clamp_max_(spec.typical_eps);
 }
 
-// Row `index[b]` of t[b] for t [B, L, V], index [B] int64 -> [B, V] (no copy of the rest).
+// Row `index[b]` of t[b] for t [B, L, V], index [B] int64 -> [B, V]: one row copy per sequence.
 at::Tensor row_at(const at::Tensor& t, const at::Tensor& index) {
-  const int64_t B = t.size(0), V = t.size(2);
-  return t.gather(1, index.view({B, 1, 1}).expand({B, 1, V})).squeeze(1);
+  const int64_t B = t.size(0), L = t.size(1), V = t.size(2);
+  const at::Tensor flat = at::arange(B, index.options()).mul_(L).add_(index);
+  return t.reshape({B * L, V}).index_select(0, flat);
 }
 
 }  // namespace

@@ -154,13 +154,12 @@ double median(std::vector<double> v) {
 template <class Fn>
 double time_ms(Fn&& fn, int warmup, int repeats, c10::Device device) {
   for (int i = 0; i < warmup; ++i) fn();
-  synchronize(device);
+  DeviceTimer timer(device);
   std::vector<double> t;
   for (int i = 0; i < repeats; ++i) {
-    const double t0 = now_s();
+    timer.start();
     fn();
-    synchronize(device);
-    t.push_back((now_s() - t0) * 1e3);
+    t.push_back(timer.stop_ms());
   }
   return median(t);
 }
@@ -390,6 +389,7 @@ int run_bench_forward(const ForwardBenchArgs& a, const BenchCommon& c) {
                   "holding {} positions of random K/V; logits for all T rows",
                   repeats, warmup, a.context);
   doc["conventions"]["tokens_per_s"] = "batch * tokens_per_step / step time (positions scored per second)";
+  doc["conventions"]["timer"] = DeviceTimer(device).method();
   doc["rows"] = rows;
   doc["summary"] = summary;
 
@@ -480,15 +480,30 @@ int run_bench_verify(const VerifyBenchArgs& a, const BenchCommon& c) {
     at::Tensor u_sample = at::rand({B}, gen, at::kFloat).to(device);
 
     ProcessedProbs pp;
-    const double process_ms = time_ms([&] { pp = process_logits(logits, sp); }, warmup, repeats, device);
+    const at::Tensor model_logits = logits.to(fwd_dtype);  // what the target's lm_head hands over
+    const double process_ms = time_ms([&] { pp = process_logits(model_logits, sp); }, warmup, repeats, device);
+    // The verifiers are timed side by side: run by run in rotating order, so that drift in the
+    // machine's speed (these VMs' bandwidth varies) reaches each of them alike.
+    const std::vector<VerifierSpec::Kind> kinds{VerifierSpec::Baseline, VerifierSpec::Ears, VerifierSpec::Typical};
+    std::vector<VerifierSpec> specs(kinds.size());
+    for (size_t k = 0; k < kinds.size(); ++k) specs[k].kind = kinds[k], specs[k].beta = a.beta;
+    const VerifyInput in{draft_tokens, pp.probs, pp.max_prob, q, u_accept, u_sample};
+    std::vector<std::vector<double>> samples(kinds.size());
+    for (int w = 0; w < warmup; ++w)
+      for (const auto& vs : specs) (void)verify(vs, in);
+    DeviceTimer timer(device);
+    for (int r = 0; r < repeats; ++r)
+      for (size_t i = 0; i < kinds.size(); ++i) {
+        const size_t k = (i + static_cast<size_t>(r)) % kinds.size();
+        timer.start();
+        const VerifyOutput out = verify(specs[k], in);
+        samples[k].push_back(timer.stop_ms());
+      }
     double baseline_total = 0, baseline_verify = 0;
-    for (auto kind : {VerifierSpec::Baseline, VerifierSpec::Ears, VerifierSpec::Typical}) {
-      VerifierSpec vs;
-      vs.kind = kind;
-      vs.beta = a.beta;
-      VerifyInput in{draft_tokens, pp.probs, pp.max_prob, q, u_accept, u_sample};
-      VerifyOutput out;
-      const double verify_ms = time_ms([&] { out = verify(vs, in); }, warmup, repeats, device);
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      const auto kind = kinds[k];
+      const VerifierSpec& vs = specs[k];
+      const double verify_ms = median(samples[k]);
       json distortion = nullptr;
       if (kind != VerifierSpec::Baseline) {
         at::Tensor p_pos = pp.probs.narrow(1, 0, G), max_pos = pp.max_prob.narrow(1, 0, G), tv;
@@ -508,6 +523,7 @@ int run_bench_verify(const VerifyBenchArgs& a, const BenchCommon& c) {
                       {"verify_over_baseline", verify_ms / baseline_verify},
                       {"forward_ms", forward_ms},
                       {"share_of_forward", total / forward_ms},
+                      {"verify_share_of_forward", verify_ms / forward_ms},
                       {"distortion_ms", distortion}});
     }
   }
@@ -519,10 +535,12 @@ int run_bench_verify(const VerifyBenchArgs& a, const BenchCommon& c) {
   doc["bandwidth"] = bw;
   doc["floor_read_gbps"] = max_read(bw);
   doc["conventions"] = kBandwidthConventions;
-  doc["conventions"]["timing"] = fmt::format("median of {} runs after {} warm-up", repeats, warmup);
+  doc["conventions"]["timing"] = fmt::format("median of {} runs after {} warm-up, verifiers interleaved run by run; {}",
+                                             repeats, warmup, DeviceTimer(device).method());
   doc["conventions"]["process_ms"] =
-      fmt::format("process_logits (temperature {}, no top-k/top-p) of random float32 logits [B, {}, {}]",
-                  a.temperature, G + 1, V);
+      fmt::format("process_logits (temperature {}, no top-k/top-p) of random {} logits [B, {}, {}] (the forward's "
+                  "dtype), float32 upcast included",
+                  a.temperature, dtype_name(fwd_dtype), G + 1, V);
   doc["conventions"]["forward_ms"] = fmt::format(
       "one {}-token forward of a generated Qwen3 ({} params, vocab {}, {}) over a {}-position KV cache; a real "
       "Qwen3 (0.6B+) forward is several times longer, so share_of_forward is an upper bound",
@@ -545,7 +563,8 @@ int run_bench_verify(const VerifyBenchArgs& a, const BenchCommon& c) {
                         {"total_over_baseline", "total ÷ baseline", 2},
                         {"verify_over_baseline", "verify ÷ baseline", 2},
                         {"forward_ms", "forward ms (γ+1)", 2},
-                        {"share_of_forward", "share of forward", 3},
+                        {"share_of_forward", "total ÷ forward", 3},
+                        {"verify_share_of_forward", "verify ÷ forward", 3},
                         {"distortion_ms", "distortion metric ms", 3}},
                        rows);
   emit(c, doc, md);

@@ -21,6 +21,7 @@
 #include <set>
 #include <sstream>
 
+#include "decoders/utf8.h"
 #include "harness/error.h"
 
 namespace ears::config {
@@ -288,18 +289,8 @@ void check_yaml_text(const std::string& text, const std::string& label) {
   int line = 1, col = 1;
   for (size_t i = 0; i < text.size();) {
     const auto b = static_cast<unsigned char>(text[i]);
-    const size_t len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
-    bool ok = len > 0 && i + len <= text.size();
-    uint32_t cp = len == 1 ? b : len == 2 ? (b & 0x1Fu) : len == 3 ? (b & 0x0Fu) : (b & 0x07u);
-    for (size_t k = 1; ok && k < len; ++k) {
-      const auto cb = static_cast<unsigned char>(text[i + k]);
-      ok = (cb & 0xC0) == 0x80;
-      cp = (cp << 6) | (cb & 0x3Fu);
-    }
-    if (ok && ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-               (cp >= 0xD800 && cp <= 0xDFFF)))
-      ok = false;
-    if (!ok)
+    const int len = utf8::step(text, i);
+    if (len <= 0)
       throw Error(fmt::format("{}:{}:{}: (yaml): invalid UTF-8 (byte 0x{:02X}); save the file as UTF-8 text", label, line,
                               col, b));
     if (len == 1 && is_control(b))
@@ -307,7 +298,7 @@ void check_yaml_text(const std::string& text, const std::string& label) {
                               line, col, b));
     if (b == '\n') ++line, col = 1;
     else ++col;
-    i += len;
+    i += static_cast<size_t>(len);
   }
 }
 

@@ -106,3 +106,26 @@ TEST(BundledModels, SpeculativeGreedyIsTokenIdenticalOnSynthGsm) {
   // measured tau; this only guards against a broken pairing).
   EXPECT_GE(static_cast<double>(emitted) / static_cast<double>(steps), 3.0);
 }
+
+// The quickstart computes in bf16 (the shipped dtype). For T = 0 speculative output to equal
+// target-only greedy there too, a token decoded alone must get the very logits it gets inside a
+// γ+1-token verification forward: six 1-token steps == one 6-token step, bit for bit.
+TEST(BundledModels, Bf16DecodeStepsRoundLikeOneVerificationForward) {
+  const CausalLM m = CausalLM::load(kModels / "tiny-qwen3");
+  ASSERT_EQ(m.dtype(), at::kBFloat16);
+  const auto ids = tokenizer().encode(qwen3_chat_prompt("Tom has 12 apples and buys 7 more. How many now?", false));
+  const auto longs = at::TensorOptions().dtype(at::kLong);
+  const at::Tensor prompt = at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), longs).view({1, -1});
+  const at::Tensor next = at::tensor(std::vector<int64_t>{1, 900, 17, 2000, 5, 333}, longs).view({1, 6});
+  KVCache cache = m.new_cache(1, prompt.size(1) + 6);
+  m.forward(prompt, cache);
+  const int64_t prefix = cache.length(0);
+  std::vector<at::Tensor> single;
+  for (int64_t i = 0; i < 6; ++i) single.push_back(m.forward(next.narrow(1, i, 1), cache).logits.select(1, 0));
+  cache.truncate(0, prefix);
+  const at::Tensor six = m.forward(next, cache).logits;  // [1, 6, V]
+  for (int64_t i = 0; i < 6; ++i)
+    EXPECT_TRUE(at::equal(single[static_cast<size_t>(i)], six.select(1, i)))
+        << "position " << i << ": max |diff| "
+        << (single[static_cast<size_t>(i)].to(at::kFloat) - six.select(1, i).to(at::kFloat)).abs().max().item<float>();
+}

@@ -11,6 +11,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "decoders/utf8.h"
 #include "harness/error.h"
 #include "tests/test_util.h"
 
@@ -352,9 +353,9 @@ TEST(Qwen3Tokenizer, DecodeInvalidUtf8UsesReplacement) {
     streamed += dec.flush();
     EXPECT_EQ(streamed, c.text);
   }
-  EXPECT_EQ(ears::utf8_sanitize("ok\xE2\x82"), "ok" + R);
-  EXPECT_FALSE(ears::utf8_is_valid("\xE2\x82"));
-  EXPECT_TRUE(ears::utf8_is_valid("\u20ac"));
+  EXPECT_EQ(ears::utf8::sanitize("ok\xE2\x82"), "ok" + R);
+  EXPECT_FALSE(ears::utf8::is_valid("\xE2\x82"));
+  EXPECT_TRUE(ears::utf8::is_valid("\u20ac"));
   // Invalid input text is encoded as if each bad subpart were U+FFFD.
   EXPECT_EQ(tok.encode("a\xFF" "b"), tok.encode("a\uFFFD" "b"));
 }
@@ -368,7 +369,7 @@ TEST(Qwen3Tokenizer, IncrementalDecoderNeverSplitsCharacters) {
       "\U00020000\U0002A6D6 \ud55c\uad6d\uc5b4 done.";
   auto ids = tok.encode(text);
   int partial_tokens = 0;
-  for (int32_t id : ids) partial_tokens += !ears::utf8_is_valid(tok.token_bytes(id));
+  for (int32_t id : ids) partial_tokens += !ears::utf8::is_valid(tok.token_bytes(id));
   EXPECT_GT(partial_tokens, 3) << "the test should exercise tokens that split characters";
 
   ears::IncrementalDecoder dec(tok);
@@ -376,7 +377,7 @@ TEST(Qwen3Tokenizer, IncrementalDecoderNeverSplitsCharacters) {
   int empty_chunks = 0;
   for (int32_t id : ids) {
     std::string chunk = dec.push(id);
-    EXPECT_TRUE(ears::utf8_is_valid(chunk)) << "chunk splits a character";
+    EXPECT_TRUE(ears::utf8::is_valid(chunk)) << "chunk splits a character";
     EXPECT_EQ(chunk.find("\uFFFD"), std::string::npos);
     empty_chunks += chunk.empty();
     all += chunk;
@@ -580,4 +581,38 @@ TEST(TinyTokenizer, LoadErrorsNameFileAndKey) {
   dir.write("tokenizer_config.json", "{ nope");
   std::string cm = expect_load_error(dir.path);
   EXPECT_NE(cm.find("tokenizer_config.json"), std::string::npos) << cm;
+}
+
+// decoders/utf8: the one UTF-8 validator the tokenizer, the loaders, the scorers and the config
+// reader share. RFC 3629 edges, offsets of the first bad byte, maximal-subpart replacement.
+TEST(Utf8, ValidatesDecodesAndReplacesMaximalSubparts) {
+  using ears::utf8::first_invalid;
+  const std::string R = "\xEF\xBF\xBD";
+  constexpr auto npos = std::string_view::npos;
+  EXPECT_EQ(first_invalid(""), npos);
+  EXPECT_EQ(first_invalid("plain ascii"), npos);
+  EXPECT_EQ(first_invalid("\x7F\xC2\x80\xDF\xBF\xE0\xA0\x80\xED\x9F\xBF\xEE\x80\x80\xF0\x90\x80\x80\xF4\x8F\xBF\xBF"), npos);
+  EXPECT_EQ(first_invalid("ab\xC0\xAF"), 2u);          // overlong '/'
+  EXPECT_EQ(first_invalid("a\xE0\x9F\xBF"), 1u);        // overlong 3-byte
+  EXPECT_EQ(first_invalid("abc\xED\xA0\x80"), 3u);      // surrogate U+D800
+  EXPECT_EQ(first_invalid("\xF4\x90\x80\x80"), 0u);     // above U+10FFFF
+  EXPECT_EQ(first_invalid("x\xF5"), 1u);                // never a lead byte
+  EXPECT_EQ(first_invalid("euro \xE2\x82"), 5u);        // truncated at the end
+  EXPECT_EQ(first_invalid("\x80"), 0u);                 // lone continuation byte
+  char32_t cp = 0;
+  EXPECT_EQ(ears::utf8::decode("\xF0\x9F\x98\x80!", 0, cp), 4u);
+  EXPECT_EQ(cp, U'\U0001F600');
+  EXPECT_EQ(ears::utf8::decode("\xC3(", 0, cp), 0u);
+  std::string out;
+  for (char32_t c : {U'a', U'\u00e9', U'\u20ac', U'\U0001F600'}) ears::utf8::append(out, c);
+  EXPECT_EQ(out, "a\u00e9\u20ac\U0001F600");
+  // One U+FFFD per maximal invalid subpart (Unicode / Python errors="replace").
+  EXPECT_EQ(ears::utf8::sanitize("a\xF0\x9F\x98" "b"), "a" + R + "b");
+  EXPECT_EQ(ears::utf8::sanitize("a\xF0\x9F\x98\xF0\x9F\x98\x80"), "a" + R + "\U0001F600");
+  EXPECT_EQ(ears::utf8::sanitize("\xC0\xAF"), R + R);
+  EXPECT_EQ(ears::utf8::sanitize("\xED\xA0\x80"), R + R + R);
+  // Streaming: an incomplete tail is left for the next call unless final.
+  std::string streamed;
+  EXPECT_EQ(ears::utf8::decode_into("ok\xE2\x82", streamed, /*final=*/false), 2u);
+  EXPECT_EQ(streamed, "ok");
 }

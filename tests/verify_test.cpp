@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <vector>
 
 #include "decoders/sampling.h"
@@ -193,6 +194,30 @@ TEST(ProcessLogits, GreedyIsOneHot) {
   auto r = ears::process_logits(l, {0.0, 0, 1});
   EXPECT_TRUE(at::equal(r.probs, at::tensor({0.f, 1.f, 0.f, 0.f, 0.f, 1.f}).view({2, 3})));
   EXPECT_TRUE(at::equal(r.max_prob, at::ones({2})));
+}
+
+// process_logits works in place on its own float32 copy of reduced-precision logits; a float32
+// input must come back untouched. NaN or +inf in a row shows as a NaN max_prob (the engine's
+// non-finite check), at every temperature; -inf (a masked token) is an ordinary zero.
+TEST(ProcessLogits, LeavesItsInputAloneAndFlagsNonFiniteRowsInMaxProb) {
+  auto g = gen(12);
+  const at::Tensor l = at::randn({2, 3, 50}, g) * 2;
+  const at::Tensor copy = l.clone();
+  for (double t : {0.0, 0.7, 1.0})
+    for (int64_t k : {0, 5}) {
+      (void)ears::process_logits(l, {t, k, 1});
+      ASSERT_TRUE(at::equal(l, copy)) << "temperature " << t << " top_k " << k;
+    }
+  at::Tensor bad = l.clone();
+  bad[0][1][7] = std::numeric_limits<float>::quiet_NaN();
+  bad[1][0][3] = std::numeric_limits<float>::infinity();
+  bad[1][2][9] = -std::numeric_limits<float>::infinity();
+  for (auto dtype : {at::kFloat, at::kBFloat16})
+    for (double t : {0.0, 0.7, 1.0}) {
+      const at::Tensor finite = at::isfinite(ears::process_logits(bad.to(dtype), {t, 0, 1}).max_prob);
+      EXPECT_TRUE(at::equal(finite, at::tensor({1, 0, 1, 0, 1, 1}).to(at::kBool).view({2, 3})))
+          << "temperature " << t << ": " << finite;
+    }
 }
 
 TEST(ProcessLogits, MaxProbEqualsMaxOfProbsForRandomInputs) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "decoders/tokenizer.h"
+#include "decoders/utf8.h"
 #include "harness/error.h"
 
 namespace {
@@ -25,25 +26,6 @@ const ears::Tokenizer& tokenizer() {
     std::abort();
   }();
   return t;
-}
-
-bool valid_utf8(const uint8_t* s, size_t n) {
-  size_t i = 0;
-  while (i < n) {
-    const uint8_t c = s[i];
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (len == 0 || i + len > n) return false;
-    uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
-    for (size_t k = 1; k < len; ++k) {
-      if ((s[i + k] & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (s[i + k] & 0x3F);
-    }
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-        (cp >= 0xD800 && cp <= 0xDFFF))
-      return false;
-    i += len;
-  }
-  return true;
 }
 
 }  // namespace
@@ -60,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int32_t id : ids) streamed += inc.push(id);
   streamed += inc.flush();
   if (streamed != back) std::abort();
-  if (valid_utf8(data, size)) {
+  if (ears::utf8::is_valid(std::string_view(reinterpret_cast<const char*>(data), size))) {
     // Round trip up to normalization: encoding the decoded text again gives the same text.
     if (tok.decode(tok.encode(back)) != back) std::abort();
     if (!ids.empty() && back.empty()) std::abort();

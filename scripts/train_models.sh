@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Rebuild the embedded default pair (models/tiny-qwen3 + models/tiny-eagle3) from scratch:
+# tokenizer, target, EAGLE-3 head, then SHA256SUMS. Deterministic for the seeds below on CPU;
+# the wall-time budgets (--minutes) cut the step counts, so run it on an otherwise idle machine.
+#   scripts/train_models.sh [OUT_DIR (default models)] [EARS_BENCH binary (default build/ears-bench)]
+set -euo pipefail
+out=${1:-models}
+bin=${2:-build/ears-bench}
+threads=${THREADS:-2}
+[ -x "$bin" ] || { echo "train_models.sh: $bin not found; run 'make build' first" >&2; exit 2; }
+mkdir -p "$out"
+start=$(date +%s)
+"$bin" train tokenizer --out "$out/tiny-qwen3"
+"$bin" train target --out "$out/tiny-qwen3" --steps 3000 --minutes 39 --natural-fraction 0.1 \
+  --seed 0 --threads "$threads" --eval-n 200
+"$bin" train eagle3 --target "$out/tiny-qwen3" --out "$out/tiny-eagle3" --steps 1200 --minutes 15 \
+  --seed 0 --threads "$threads" --eval-n 100
+(cd "$out" && sha256sum tiny-qwen3/* tiny-eagle3/* > SHA256SUMS)
+end=$(date +%s)
+echo "train_models.sh: total wall time $(( (end - start) / 60 )) min $(( (end - start) % 60 )) s"
