@@ -43,8 +43,8 @@ inline constexpr std::array<std::string_view, 14> kArmMetrics = {
     "latency_p90_s",       "latency_p99_s",      "ttft_mean_s",        "mean_accept_length",
     "acceptance_rate",     "pardon_share",       "distortion_tv_mean", "accuracy",
     "n_requests",          "output_tokens"};
-inline constexpr std::array<std::string_view, 4> kComparisonMetrics = {
-    "throughput_gain_pct", "latency_change_pct", "accuracy_delta_pp", "accept_length_ratio"};
+inline constexpr std::array<std::string_view, 5> kComparisonMetrics = {
+    "throughput_gain_pct", "latency_change_pct", "accuracy_delta_pp", "accept_length_ratio", "identical_share"};
 inline constexpr std::array<std::string_view, 5> kGateOps = {">=", "<=", ">", "<", "=="};
 
 bool is_arm_metric(std::string_view metric);

@@ -562,6 +562,8 @@ void to_json(json& j, const Comparison& c) {
   j["n_pairs"] = c.n_pairs;
   j["n_scored_pairs"] = c.n_scored_pairs;
   j["identical_outputs"] = c.identical_outputs;
+  // Derived (not read back): the share a gate can hold to 1 for a T = 0 identity check.
+  j["identical_share"] = c.n_pairs > 0 ? json(static_cast<double>(c.identical_outputs) / c.n_pairs) : json(nullptr);
   j["throughput_gain_pct"] = json_number(c.throughput_gain_pct);
   j["throughput_gain_ci95"] = c.throughput_gain_ci95;
   j["total_throughput_gain_pct"] = json_number(c.total_throughput_gain_pct);

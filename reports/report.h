@@ -30,7 +30,7 @@
 //                            "categories" [{category, n_requests, n_scored, accuracy,
 //                                           accuracy_ci95, output_tokens_per_s, mean_accept_length}],
 //                            "time_split_s" {prefill, draft, verify, other} } } ],
-//   "comparisons": [ { "arm", "baseline", "n_pairs", "n_scored_pairs", "identical_outputs",
+//   "comparisons": [ { "arm", "baseline", "n_pairs", "n_scored_pairs", "identical_outputs", "identical_share",
 //                      "throughput_gain_pct", "throughput_gain_ci95" [lo, hi],
 //                      "total_throughput_gain_pct",
 //                      "latency_change_pct", "latency_change_ci95",
