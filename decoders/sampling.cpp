@@ -21,32 +21,34 @@ ProcessedProbs process_logits(const at::Tensor& logits, const SamplingParams& pa
   validate(params);
   if (logits.dim() < 1 || logits.size(-1) < 1)
     fail("process_logits: logits must be [..., V] with V >= 1, got {} dims", logits.dim());
-  bool owned = logits.scalar_type() != at::kFloat;  // l is a fresh float32 copy we may overwrite
-  at::Tensor l = owned ? logits.to(at::kFloat) : logits;
-  const int64_t V = l.size(-1);
+  const int64_t V = logits.size(-1);
+  const bool use_k = params.top_k > 0 && params.top_k < V;
+  const bool use_p = params.top_p < 1;
 
+  if (params.temperature > 0 && !use_k && !use_p) {
+    // p = exp(s·l - s·max l) / Z with s = 1/T, Z = Σ exp(s·l - s·max l); the top token has
+    // exp(0) = 1 (up to one float32 rounding), so max p = 1/Z: no pass of its own. The max is
+    // exact in the logits' own dtype; add(-s·max, l, alpha = s) upcasts, scales and shifts in
+    // one pass (float32 out because the max is float32), then exp, sum and divide in place:
+    // five passes over [..., V], no temporary beyond the output.
+    const double s = 1 / params.temperature;
+    const at::Tensor l = logits.scalar_type() == at::kDouble ? logits.to(at::kFloat) : logits;
+    const at::Tensor top = l.amax(-1, /*keepdim=*/true).to(at::kFloat);
+    at::Tensor e = at::add(top.mul(-s), l, s).exp_();
+    const at::Tensor z = e.sum(-1, /*keepdim=*/true);
+    return {e.div_(z), z.squeeze(-1).reciprocal()};
+  }
+
+  at::Tensor l = logits.to(at::kFloat);  // no copy when already float32 (then never written)
   if (params.temperature == 0) {
     auto [top, best] = l.max(-1, /*keepdim=*/true);
     at::Tensor probs = at::zeros_like(l).scatter_(-1, best, 1.0);
     // (top - top) + 1: 1, or NaN for a row holding NaN or +inf (max propagates NaN, inf - inf is
-    // NaN), as the softmax below gives; the engine's finiteness check reads it.
+    // NaN), as the softmax gives; the engine's finiteness check reads it.
     return {probs, top.sub(top).add_(1).squeeze(-1)};
   }
-  if (params.temperature != 1) {
-    l = owned ? l.mul_(1 / params.temperature) : l * (1 / params.temperature);
-    owned = true;
-  }
+  if (params.temperature != 1) l = l / params.temperature;
 
-  const bool use_k = params.top_k > 0 && params.top_k < V;
-  const bool use_p = params.top_p < 1;
-  if (!use_k && !use_p) {
-    // Z = Σ exp(l - max l), p = exp(l - max l) / Z, max p = 1/Z (the top token has exp(0) = 1):
-    // four passes over the logits, in place when they are our own float32 copy.
-    at::Tensor e = owned ? l : l.clone();
-    e.sub_(e.amax(-1, /*keepdim=*/true)).exp_();
-    at::Tensor z = e.sum(-1, /*keepdim=*/true);
-    return {e.div_(z), z.squeeze(-1).reciprocal()};
-  }
   // Work in descending order; scatter the result back to vocabulary order at the end.
   auto [sorted, order] = l.sort(-1, /*descending=*/true);
   at::Tensor keep = at::ones_like(sorted, sorted.options().dtype(at::kBool));

@@ -80,6 +80,7 @@ struct VerifyBenchArgs {
   double temperature = 0.9;
   double beta = 0.1;
   std::string dtype = "bfloat16";    // of the reference forward
+  std::string target = "100m";       // reference forward: "100m" (GeneratedModelSpec{}) | "qwen3-0.6b"
 };
 int run_bench_verify(const VerifyBenchArgs& args, const BenchCommon& common);
 

@@ -59,6 +59,11 @@ void add_bench_commands(CLI::App& app, CommonOptions& common, int& exit_code) {
     sub->add_option("--temperature", args->temperature, "Sampling temperature for process_logits")->capture_default_str();
     sub->add_option("--beta", args->beta, "EARS beta")->capture_default_str();
     sub->add_option("--dtype", args->dtype, "dtype of the reference target forward")->capture_default_str();
+    sub->add_option("--target", args->target,
+                    "Reference target forward (random weights): 100m (hidden 768, 12 layers) or qwen3-0.6b "
+                    "(Qwen3-0.6B's dimensions)")
+        ->check(CLI::IsMember({"100m", "qwen3-0.6b"}))
+        ->capture_default_str();
     sub->callback([args, bc, &common, &exit_code] { exit_code = run_bench_verify(*args, merged(common, *bc)); });
   }
   {

@@ -536,7 +536,7 @@ TEST(ConfigGates, InExperimentBothFormsAndArmChecks) {
             "t.yaml:19:5: gates.0: unknown metric 'acc'; arm metrics: output_tokens_per_s, total_tokens_per_s, latency_mean_s, "
             "latency_p50_s, latency_p90_s, latency_p99_s, ttft_mean_s, mean_accept_length, acceptance_rate, pardon_share, "
             "distortion_tv_mean, accuracy, n_requests, output_tokens; comparison metrics: throughput_gain_pct, "
-            "latency_change_pct, accuracy_delta_pp, accept_length_ratio");
+            "latency_change_pct, accuracy_delta_pp, accept_length_ratio, identical_share");
   EXPECT_NE(error_of(kBase + "gates:\n  - {metric: accuracy, op: \">=\", value: 1, extra: 2}\n").find("gates.0.extra: unknown key"),
             std::string::npos);
   EXPECT_NE(error_of(kBase + "gates:\n  - {metric: accuracy, op: \">=\", value: lots}\n").find("'lots' is not a number"),
@@ -696,7 +696,7 @@ TEST(ConfigFiles, EveryShippedConfigLoadsAndRoundTrips) {
   EXPECT_DOUBLE_EQ(paper.arms[1].verifier.beta, 0.1);
   const ExperimentSpec quick = load_experiment(configs / "quickstart.yaml");
   EXPECT_EQ(quick.dataset.name, "synth-gsm");
-  EXPECT_EQ(quick.dataset.n, 200);
+  EXPECT_EQ(quick.dataset.n, 120);
   ASSERT_EQ(quick.arms.size(), 3u);
   EXPECT_EQ(quick.arms[2].draft.kind, "none");  // target alone, same prompts and seeds
   const ExperimentSpec greedy = load_experiment(configs / "quickstart-greedy.yaml");
