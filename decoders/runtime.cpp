@@ -51,11 +51,11 @@ struct DeviceTimer::Events {};
 
 DeviceTimer::DeviceTimer(c10::Device device) : device_(device) {
 #ifdef EARS_DEVICE_EVENT_TIMING
-  if (!device.is_cpu()) events_ = new Events(device.type());
+  if (!device.is_cpu()) events_ = std::make_unique<Events>(device.type());
 #endif
 }
 
-DeviceTimer::~DeviceTimer() { delete events_; }
+DeviceTimer::~DeviceTimer() = default;  // here, where Events is complete
 
 const char* DeviceTimer::method() const {
   return events_ ? "device timing events on the current stream" : "host clock, device synchronised at both ends";

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace ears {
@@ -38,7 +39,7 @@ class DeviceTimer {
  private:
   struct Events;
   c10::Device device_;
-  Events* events_ = nullptr;  // null when timing on the host clock
+  std::unique_ptr<Events> events_;  // null when timing on the host clock
   double t0_ = 0;
 };
 

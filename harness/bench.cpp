@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -151,17 +152,28 @@ double median(std::vector<double> v) {
 }
 
 // Median wall time (ms) of `fn` over `repeats` runs after `warmup` runs, device synchronised.
-template <class Fn>
-double time_ms(Fn&& fn, int warmup, int repeats, c10::Device device) {
-  for (int i = 0; i < warmup; ++i) fn();
+// Median ms of each function. Run by run the functions take turns in rotating order, so that
+// drift in the machine's speed (these VMs' bandwidth varies) reaches each of them alike.
+std::vector<double> time_side_by_side(const std::vector<std::function<void()>>& fns, int warmup, int repeats,
+                                      c10::Device device) {
+  for (int i = 0; i < warmup; ++i)
+    for (const auto& fn : fns) fn();
   DeviceTimer timer(device);
-  std::vector<double> t;
-  for (int i = 0; i < repeats; ++i) {
-    timer.start();
-    fn();
-    t.push_back(timer.stop_ms());
-  }
-  return median(t);
+  std::vector<std::vector<double>> t(fns.size());
+  for (int r = 0; r < repeats; ++r)
+    for (size_t i = 0; i < fns.size(); ++i) {
+      const size_t k = (i + static_cast<size_t>(r)) % fns.size();
+      timer.start();
+      fns[k]();
+      t[k].push_back(timer.stop_ms());
+    }
+  std::vector<double> medians;
+  for (auto& samples : t) medians.push_back(median(std::move(samples)));
+  return medians;
+}
+
+double time_ms(const std::function<void()>& fn, int warmup, int repeats, c10::Device device) {
+  return time_side_by_side({fn}, warmup, repeats, device)[0];
 }
 
 void emit(const BenchCommon& c, const json& doc, const std::string& markdown) {
@@ -193,6 +205,13 @@ std::string human_params(int64_t n) {
 GeneratedModelSpec quick_spec(int64_t vocab) {
   GeneratedModelSpec s;
   s.hidden = 64, s.layers = 2, s.heads = 4, s.kv_heads = 2, s.head_dim = 16, s.intermediate = 128, s.vocab = vocab;
+  return s;
+}
+
+// Qwen3-0.6B's dimensions (its config.json), random weights.
+GeneratedModelSpec qwen3_0_6b_spec(int64_t vocab) {
+  GeneratedModelSpec s;
+  s.hidden = 1024, s.layers = 28, s.heads = 16, s.kv_heads = 8, s.head_dim = 128, s.intermediate = 3072, s.vocab = vocab;
   return s;
 }
 
@@ -457,7 +476,7 @@ int run_bench_verify(const VerifyBenchArgs& a, const BenchCommon& c) {
   // Reference forward: the generated Qwen3 with this vocabulary.
   TempDir tmp("verify");
   GeneratedModelSpec spec = c.quick ? quick_spec(V) : GeneratedModelSpec{};
-  if (!c.quick && a.target == "qwen3-0.6b") spec = {1024, 28, 16, 8, 128, 3072, V, true};  // Qwen3-0.6B
+  if (!c.quick && a.target == "qwen3-0.6b") spec = qwen3_0_6b_spec(V);
   spec.vocab = V;
   write_random_qwen3(spec, tmp.path, 99);
   const CausalLM m = CausalLM::load(tmp.path, device, fwd_dtype);
@@ -483,28 +502,21 @@ int run_bench_verify(const VerifyBenchArgs& a, const BenchCommon& c) {
     ProcessedProbs pp;
     const at::Tensor model_logits = logits.to(fwd_dtype);  // what the target's lm_head hands over
     const double process_ms = time_ms([&] { pp = process_logits(model_logits, sp); }, warmup, repeats, device);
-    // The verifiers are timed side by side: run by run in rotating order, so that drift in the
-    // machine's speed (these VMs' bandwidth varies) reaches each of them alike.
-    const std::vector<VerifierSpec::Kind> kinds{VerifierSpec::Baseline, VerifierSpec::Ears, VerifierSpec::Typical};
-    std::vector<VerifierSpec> specs(kinds.size());
-    for (size_t k = 0; k < kinds.size(); ++k) specs[k].kind = kinds[k], specs[k].beta = a.beta;
+    // The verifiers are timed side by side (time_side_by_side), baseline first.
+    std::vector<VerifierSpec> specs;
+    for (auto kind : {VerifierSpec::Baseline, VerifierSpec::Ears, VerifierSpec::Typical}) {
+      specs.emplace_back();
+      specs.back().kind = kind, specs.back().beta = a.beta;
+    }
     const VerifyInput in{draft_tokens, pp.probs, pp.max_prob, q, u_accept, u_sample};
-    std::vector<std::vector<double>> samples(kinds.size());
-    for (int w = 0; w < warmup; ++w)
-      for (const auto& vs : specs) (void)verify(vs, in);
-    DeviceTimer timer(device);
-    for (int r = 0; r < repeats; ++r)
-      for (size_t i = 0; i < kinds.size(); ++i) {
-        const size_t k = (i + static_cast<size_t>(r)) % kinds.size();
-        timer.start();
-        const VerifyOutput out = verify(specs[k], in);
-        samples[k].push_back(timer.stop_ms());
-      }
+    std::vector<std::function<void()>> runs;
+    for (const auto& vs : specs) runs.push_back([&vs, &in] { (void)verify(vs, in); });
+    const std::vector<double> verify_medians = time_side_by_side(runs, warmup, repeats, device);
     double baseline_total = 0, baseline_verify = 0;
-    for (size_t k = 0; k < kinds.size(); ++k) {
-      const auto kind = kinds[k];
+    for (size_t k = 0; k < specs.size(); ++k) {
       const VerifierSpec& vs = specs[k];
-      const double verify_ms = median(samples[k]);
+      const auto kind = vs.kind;
+      const double verify_ms = verify_medians[k];
       json distortion = nullptr;
       if (kind != VerifierSpec::Baseline) {
         at::Tensor p_pos = pp.probs.narrow(1, 0, G), max_pos = pp.max_prob.narrow(1, 0, G), tv;
