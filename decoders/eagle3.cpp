@@ -145,7 +145,7 @@ Eagle3Head::Output Eagle3Head::forward(const at::Tensor& token_ids, const at::Te
   const at::Tensor v = qkv.narrow(-1, (H + K) * hd, K * hd).view({B, T, K, hd});
   cache.write(0, plan, k, v);
   const at::Tensor attn = layers::attention(q, cache.keys(0, plan), cache.values(0, plan), plan.blocked,
-                                            std::pow(static_cast<double>(hd), -0.5));
+                                            std::pow(static_cast<double>(hd), -0.5), plan.positions);
   at::Tensor h = g + layers::linear(attn, o_w_);
   h = h + layers::silu_mlp(layers::rms_norm(h, post_norm_, eps), gate_up_w_, down_w_);
   cache.commit(plan);

@@ -1,11 +1,14 @@
 #include "decoders/layers.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "decoders/cpu_bf16.h"
 #include "harness/error.h"
 
 namespace ears {
@@ -19,19 +22,56 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   return y.mul_(weight);
 }
 
+namespace {
+
+// The bf16 CPU kernels (decoders/cpu_bf16.h) serve products of at most this many rows: a batch-1
+// decode step and the verification of gamma+1 <= 8 tokens. Measured on the 2-vCPU dev VM
+// (100M-parameter model, 768 -> 4096 and 768 -> 32000): at 1-6 rows they are 1.3-2x faster than
+// LibTorch's GEMM, at 16 rows 1.1-1.7x slower (vdpbf16ps throughput, not memory, then limits).
+// Kernel and GEMM round differently, so T=0 bit-identity of speculative vs target-only decoding
+// holds when every forward of a sequence stays on one side of this bound: always at batch 1
+// (gamma <= 7). At larger batches set EARS_NO_CPU_KERNELS=1 to keep it (README, Performance).
+constexpr int64_t kKernelMaxRows = 8;
+
+bool cpu_bf16_kernel(const at::Tensor& x, int64_t rows) {
+  return rows <= kKernelMaxRows && x.device().is_cpu() && x.scalar_type() == at::kBFloat16 &&
+         !(at::GradMode::is_enabled() && x.requires_grad()) && cpu_bf16::available();
+}
+
+const uint16_t* bits(const at::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr()); }
+uint16_t* bits_mut(at::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr()); }
+
+}  // namespace
+
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
   const c10::optional<at::Tensor> b = bias.defined() ? c10::optional<at::Tensor>(bias) : c10::nullopt;
   const int64_t in = x.size(-1);
+  const int64_t rows = in == 0 ? 0 : x.numel() / in;
+  std::vector<int64_t> out_sizes(x.sizes().begin(), x.sizes().end());
+  out_sizes.back() = w.size(0);
+  if (rows > 0 && cpu_bf16_kernel(x, rows) && w.scalar_type() == at::kBFloat16 && w.dim() == 2 &&
+      w.size(1) == in && w.is_contiguous() && !(at::GradMode::is_enabled() && w.requires_grad()) &&
+      (!bias.defined() || (bias.scalar_type() == at::kBFloat16 && bias.is_contiguous()))) {
+    const at::Tensor x2 = x.reshape({rows, in}).contiguous();
+    const int64_t N = w.size(0);
+    at::Tensor y = at::empty({rows, N}, x.options());
+    const uint16_t* xb = bits(x2);
+    const uint16_t* wb = bits(w);
+    const uint16_t* bb = bias.defined() ? bits(bias) : nullptr;
+    uint16_t* yb = bits_mut(y);
+    at::parallel_for(0, N, 64, [&](int64_t n0, int64_t n1) {
+      cpu_bf16::gemm_nt(xb, in, rows, wb, in, in, bb, yb, N, n0, n1);
+    });
+    return y.view(out_sizes);
+  }
   const bool reduced = x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf;
-  if (reduced && x.numel() == in) {
+  if (reduced && rows == 1) {
     // Row-count-invariant rounding. For a single row, LibTorch's reduced-precision GEMM takes a
     // matrix-vector path that accumulates in another order than the multi-row kernel (measured
     // on LibTorch 1.13 bf16: rows of a 1-row product differ from the same rows of a 2..48-row
     // product, rows of 2..48-row products agree). A batch-1 decode step would then round
     // differently from the same token inside a γ+1-token verification, and T=0 speculative
     // decoding would drift from target-only greedy. Two rows take the GEMM path; keep the first.
-    std::vector<int64_t> out_sizes(x.sizes().begin(), x.sizes().end());
-    out_sizes.back() = w.size(0);
     return at::linear(x.reshape({1, in}).expand({2, in}), w, b).narrow(0, 0, 1).reshape(out_sizes);
   }
   return at::linear(x, w, b);
@@ -96,10 +136,35 @@ at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope) {
 }
 
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                     const at::Tensor& blocked, double scale) {
+                     const at::Tensor& blocked, double scale, const at::Tensor& positions) {
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), hd = q.size(3);
   const int64_t K = k.size(1), S = k.size(2);
   const int64_t G = H / K;
+  if (positions.defined() && cpu_bf16_kernel(q, B * T) && k.scalar_type() == at::kBFloat16 &&
+      v.scalar_type() == at::kBFloat16 && k.stride(3) == 1 && v.stride(3) == 1 && hd <= 512 &&
+      !(at::GradMode::is_enabled() && (k.requires_grad() || v.requires_grad()))) {
+    // One query row per (b, t, h) over its visible prefix of keys: positions[b, t] + 1 of them.
+    const at::Tensor qc = q.contiguous();
+    const at::Tensor pos = positions.to(at::kLong).contiguous();
+    at::Tensor out = at::empty({B, T, H * hd}, q.options());
+    const uint16_t* qb = bits(qc);
+    const uint16_t* kb = bits(k);
+    const uint16_t* vb = bits(v);
+    const int64_t* pb = pos.data_ptr<int64_t>();
+    uint16_t* ob = bits_mut(out);
+    const float fscale = static_cast<float>(scale);
+    at::parallel_for(0, B * T * H, 1, [&](int64_t r0, int64_t r1) {
+      std::vector<float> scratch(static_cast<size_t>(S));
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t bt = r / H, h = r % H, b = bt / T, kvh = h / G;
+        const int64_t n_keys = std::min<int64_t>(pb[bt] + 1, S);
+        cpu_bf16::attend_row(qb + r * hd, kb + b * k.stride(0) + kvh * k.stride(1), k.stride(2),
+                             vb + b * v.stride(0) + kvh * v.stride(1), v.stride(2), n_keys, hd, fscale,
+                             scratch.data(), ob + r * hd);
+      }
+    });
+    return out;
+  }
   // [B, T, K, G, hd] -> [B, K, T, G, hd] -> [B, K, T*G, hd]; a view when T == 1.
   const at::Tensor qg = q.reshape({B, T, K, G, hd}).permute({0, 2, 1, 3, 4}).reshape({B, K, T * G, hd});
   at::Tensor scores = at::matmul(qg, k.transpose(-1, -2));  // [B, K, T*G, S]

@@ -33,7 +33,9 @@ namespace layers {
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
 // x @ w^T (+ bias). w: [out, in] (nn.Linear layout); bias may be undefined. In bf16/fp16 every
-// row rounds the same whatever the number of rows (a single row is computed as two).
+// row rounds the same whatever the number of rows: on a CPU with AVX-512 BF16, products of up to
+// 128 rows run decoders/cpu_bf16's row-invariant kernel; elsewhere a single row is computed as two
+// (LibTorch's GEMM rounds a lone row differently).
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias = at::Tensor());
 
 // down(silu(gate) * up) where gate_up = x @ [gate; up]^T, i.e. gate_up_w is [2*I, hidden] with the
@@ -64,8 +66,12 @@ at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope);
 // q is regrouped to [B, K, T*(H/K), hd] so each KV head is one batched matmul.
 // scores = (q @ k^T) * scale in q's dtype; masked; softmax in fp32; cast back; @ v.
 // Returns [B, T, H*hd] (heads concatenated in head order), contiguous.
+// positions: optional [B, T] int64 with blocked[b, t, s] == (s > positions[b, t]) (the KV-cache
+// case, KVCache::Append::positions). Given it, bf16 on a CPU with AVX-512 BF16 runs
+// decoders/cpu_bf16's attend_row per query row over its visible keys only, with the same
+// roundings (no matmul call overhead, no [B, K, T*G, S] temporaries).
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                     const at::Tensor& blocked, double scale);
+                     const at::Tensor& blocked, double scale, const at::Tensor& positions = at::Tensor());
 
 }  // namespace layers
 

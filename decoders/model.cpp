@@ -281,10 +281,10 @@ CausalLM CausalLM::load(const std::filesystem::path& dir, c10::Device device,
       L.qkv_b = at::cat({get(p + "self_attn.q_proj.bias", {H * hd}), get(p + "self_attn.k_proj.bias", {K * hd}),
                          get(p + "self_attn.v_proj.bias", {K * hd})},
                         0);
-    if (c.qk_norm) {
-      L.q_norm = get(p + "self_attn.q_norm.weight", {hd});
-      L.k_norm = get(p + "self_attn.k_norm.weight", {hd});
-    }
+    if (c.qk_norm)  // one RMSNorm over the adjacent q and k heads of the fused projection
+      L.qk_norm = at::cat({get(p + "self_attn.q_norm.weight", {hd}).expand({H, hd}),
+                           get(p + "self_attn.k_norm.weight", {hd}).expand({K, hd})},
+                          0);
     L.o_w = get(p + "self_attn.o_proj.weight", {D, H * hd});
     if (c.o_bias) L.o_b = get(p + "self_attn.o_proj.bias", {D});
     L.gate_up_w = at::cat({get(p + "mlp.gate_proj.weight", {I, D}), get(p + "mlp.up_proj.weight", {I, D})}, 0);
@@ -355,17 +355,17 @@ ForwardOutput CausalLM::forward(const at::Tensor& ids, KVCache& cache, const For
     const Layer& L = layers_[static_cast<size_t>(i)];
     const at::Tensor x = layers::rms_norm(h, L.input_norm, eps);
     const at::Tensor qkv = layers::linear(x, L.qkv_w, L.qkv_b);  // [B, T, (H + 2K) * hd]
-    at::Tensor q = qkv.narrow(-1, 0, H * hd).view({B, T, H, hd});
-    at::Tensor k = qkv.narrow(-1, H * hd, K * hd).view({B, T, K, hd});
+    // q and k heads are adjacent in qkv: QK-norm and RoPE run once over all H + K of them
+    // (per-row operations, so each head rounds exactly as it would alone).
+    at::Tensor qk = qkv.narrow(-1, 0, (H + K) * hd).view({B, T, H + K, hd});
     const at::Tensor v = qkv.narrow(-1, (H + K) * hd, K * hd).view({B, T, K, hd});
-    if (c.qk_norm) {
-      q = layers::rms_norm(q, L.q_norm, eps);
-      k = layers::rms_norm(k, L.k_norm, eps);
-    }
-    q = layers::apply_rope(q, rope);
-    k = layers::apply_rope(k, rope);
+    if (c.qk_norm) qk = layers::rms_norm(qk, L.qk_norm, eps);
+    qk = layers::apply_rope(qk, rope);
+    const at::Tensor q = qk.narrow(2, 0, H);
+    const at::Tensor k = qk.narrow(2, H, K);
     cache.write(i, plan, k, v);
-    const at::Tensor attn = layers::attention(q, cache.keys(i, plan), cache.values(i, plan), plan.blocked, scale);
+    const at::Tensor attn = layers::attention(q, cache.keys(i, plan), cache.values(i, plan), plan.blocked, scale,
+                                                 plan.positions);
     h.add_(layers::linear(attn, L.o_w, L.o_b));
     h.add_(layers::silu_mlp(layers::rms_norm(h, L.post_norm, eps), L.gate_up_w, L.down_w, L.gate_up_b, L.down_b));
     if (i + 1 < N && wanted[static_cast<size_t>(i + 1)]) hs[static_cast<size_t>(i + 1)] = h.clone();

@@ -101,7 +101,7 @@ class CausalLM {
   struct Layer {
     at::Tensor input_norm, post_norm;
     at::Tensor qkv_w, qkv_b;          // fused [(H + 2K) * hd, hidden]
-    at::Tensor q_norm, k_norm;        // [hd] (Qwen3)
+    at::Tensor qk_norm;               // [H + K, hd]: q_norm per query head, then k_norm per KV head (Qwen3)
     at::Tensor o_w, o_b;
     at::Tensor gate_up_w, gate_up_b;  // fused [2 * I, hidden], gate first
     at::Tensor down_w, down_b;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 
+#include "decoders/cpu_bf16.h"
 #include "decoders/layers.h"
 #include "decoders/model.h"
 #include "harness/error.h"
@@ -458,6 +459,62 @@ TEST(Layers, AttentionMatchesNaiveGqa) {
         const at::Tensor o = at::mv(v[b][kv].narrow(0, 0, n).t(), at::softmax(s, 0));
         EXPECT_LE(max_abs(got[b][t].narrow(0, h * hd, hd), o), 1e-5) << b << " " << t << " " << h;
       }
+}
+
+// ---------------------------------------------------------------------------------------------
+// decoders/cpu_bf16: the bf16 CPU kernels behind layers::linear / layers::attention
+
+#define SKIP_WITHOUT_CPU_BF16()                                                                  \
+  if (!ears::cpu_bf16::available())                                                              \
+  GTEST_SKIP() << "this CPU lacks AVX-512 BF16 (or EARS_NO_CPU_KERNELS is set): layers use the " \
+                  "ATen path, covered by the other tests"
+
+TEST(CpuBf16, LinearIsRowInvariantAndMatchesFloat32) {
+  SKIP_WITHOUT_CPU_BF16();
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  // K = 200: six full 32-wide steps plus a masked tail; N = 37: 8/4-row tiles plus single rows.
+  const int64_t K = 200, N = 37;
+  const at::Tensor x = at::randn({8, K}, gen, at::kFloat).to(at::kBFloat16);
+  const at::Tensor w = (at::randn({N, K}, gen, at::kFloat) * 0.1).to(at::kBFloat16);
+  const at::Tensor bias = at::randn({N}, gen, at::kFloat).to(at::kBFloat16);
+  const at::Tensor ref = at::linear(x.to(at::kFloat), w.to(at::kFloat), bias.to(at::kFloat));
+  const at::Tensor all = ears::layers::linear(x, w, bias);
+  ASSERT_EQ(all.scalar_type(), at::kBFloat16);
+  // fp32 accumulation, one bf16 rounding: within half a bf16 ulp (2^-8 relative) plus the fp32
+  // summation error of 200 products.
+  const at::Tensor err = (all.to(at::kFloat) - ref).abs();
+  EXPECT_TRUE(err.le(ref.abs() * (1.0 / 256) + 1e-4).all().item<bool>()) << "max error " << err.max().item<float>();
+  for (int64_t m = 1; m <= 8; ++m) {
+    const at::Tensor part = ears::layers::linear(x.narrow(0, 0, m).view({1, m, K}), w, bias);
+    EXPECT_TRUE(at::equal(part.view({m, N}), all.narrow(0, 0, m))) << m << " rows round differently";
+  }
+  // Without a bias: the same products, no bias term.
+  const at::Tensor nb = ears::layers::linear(x, w);
+  EXPECT_LE(max_abs(nb, at::linear(x.to(at::kFloat), w.to(at::kFloat))), 0.02);
+}
+
+TEST(CpuBf16, AttentionKernelMatchesAtenPathAndIgnoresKeysPastThePosition) {
+  SKIP_WITHOUT_CPU_BF16();
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(12);
+  // hd = 80: two full 32-wide dot steps plus a tail, five 16-lane output chunks.
+  const int64_t B = 2, T = 3, H = 4, K = 2, S = 12, hd = 80;
+  const at::Tensor q = at::randn({B, T, H, hd}, gen, at::kFloat).to(at::kBFloat16);
+  at::Tensor k = at::randn({B, K, S, hd}, gen, at::kFloat).to(at::kBFloat16);
+  at::Tensor v = at::randn({B, K, S, hd}, gen, at::kFloat).to(at::kBFloat16);
+  const at::Tensor pos = at::tensor(std::vector<int64_t>{2, 3, 4, 6, 7, 8}, at::kLong).view({B, T});
+  const at::Tensor blocked = at::arange(S, at::kLong).view({1, 1, S}) > pos.unsqueeze(2);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  const at::Tensor aten = ears::layers::attention(q, k, v, blocked, scale);
+  // Keys past every position are never read: NaN there must not reach the output.
+  k.narrow(2, 9, S - 9).fill_(std::numeric_limits<float>::quiet_NaN());
+  v.narrow(2, 9, S - 9).fill_(std::numeric_limits<float>::quiet_NaN());
+  const at::Tensor kernel = ears::layers::attention(q, k, v, blocked, scale, pos);
+  ASSERT_EQ(kernel.sizes(), aten.sizes());
+  ASSERT_TRUE(at::isfinite(kernel).all().item<bool>());
+  // Same roundings as the ATen path (bf16 scores, bf16 probabilities); only the order of the fp32
+  // sums differs, which can move a bf16 rounding by one ulp.
+  EXPECT_LE(max_abs(kernel, aten), 0.02);
+  EXPECT_LE(mean_abs(kernel, aten), 1e-3);
 }
 
 // ---------------------------------------------------------------------------------------------

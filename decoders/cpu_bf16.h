@@ -1,0 +1,41 @@
+// bf16 kernels for decode-sized forwards on x86 CPUs with AVX-512 BF16 (Intel Cooper Lake,
+// Sapphire Rapids and later; AMD Zen 4 and later). layers::linear and layers::attention call
+// them on the CPU for bf16 activations when few rows are computed (decode steps, verification of
+// gamma+1 tokens); everything else, and every other device, takes the ATen path.
+//
+// Why: LibTorch's bf16 GEMM (oneDNN) costs >= 25 us per call however small the product, and at
+// 1-6 rows it streams weights at ~60% of the rate a plain row-dot loop reaches. A decode step of
+// a 100M-parameter model makes ~75 such calls.
+//
+// Numerics: every output element is a dot product accumulated in fp32 (vdpbf16ps, 32 products
+// per step along the row, in index order), then summed across lanes in a fixed order and
+// rounded once to bf16 (round to nearest even). The order depends only on the row length, never
+// on how many rows are computed together, so a token's logits are bit-identical whether it is
+// decoded alone or verified among gamma+1 tokens (T = 0 speculative == target-only greedy).
+//
+// Plain C++ on raw bf16 bit patterns (uint16_t); no ATen here, so the AVX-512 code generated
+// for this file (function target attributes) never leaks into inline functions shared with other
+// translation units.
+#pragma once
+
+#include <cstdint>
+
+namespace ears {
+namespace cpu_bf16 {
+
+// True when this CPU executes AVX-512F/BW/VL/BF16 (checked once) and EARS_NO_CPU_KERNELS is unset.
+bool available();
+
+// y[m * ldy + n] = bf16(sum_k x[m * ldx + k] * w[n * ldw + k] + bias[n]) for m < M, n0 <= n < n1.
+// bias may be null. Call from one thread per disjoint [n0, n1) range.
+void gemm_nt(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* w, int64_t ldw, int64_t K,
+             const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t n0, int64_t n1);
+
+// One query row over keys [0, n_keys) of one KV head, Hugging Face eager numerics in bf16:
+//   s_j = bf16(bf16(q . k_j) * scale); p = bf16(softmax_fp32(s)); out = bf16(sum_j p_j v_j).
+// k_j = k + j * ldk, v_j = v + j * ldv (hd elements each). scratch: n_keys floats.
+void attend_row(const uint16_t* q, const uint16_t* k, int64_t ldk, const uint16_t* v, int64_t ldv,
+                int64_t n_keys, int64_t hd, float scale, float* scratch, uint16_t* out);
+
+}  // namespace cpu_bf16
+}  // namespace ears
