@@ -1,5 +1,6 @@
 #include "decoders/cpu_bf16.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -8,6 +9,8 @@
 #if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
 #define EARS_CPU_BF16_X86 1
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 namespace ears {
@@ -16,6 +19,7 @@ namespace cpu_bf16 {
 #if defined(EARS_CPU_BF16_X86)
 
 #define EARS_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#define EARS_AMX __attribute__((target("amx-tile,amx-bf16,avx512f")))
 
 namespace {
 
@@ -118,10 +122,14 @@ EARS_AVX512_BF16 float dot(const uint16_t* a, const uint16_t* b, int64_t n) {
 
 }  // namespace
 
+static bool disabled_by_env() {
+  const char* off = std::getenv("EARS_NO_CPU_KERNELS");
+  return off && *off && std::strcmp(off, "0") != 0;
+}
+
 bool available() {
   static const bool ok = [] {
-    if (const char* off = std::getenv("EARS_NO_CPU_KERNELS"); off && *off && std::strcmp(off, "0") != 0)
-      return false;
+    if (disabled_by_env()) return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") &&
@@ -180,9 +188,157 @@ EARS_AVX512_BF16 void attend_row(const uint16_t* q, const uint16_t* k, int64_t l
   }
 }
 
+EARS_AVX512_BF16 void rms_norm_rows(const uint16_t* x, int64_t outer, int64_t outer_stride, int64_t inner,
+                                    int64_t D, const uint16_t* w, bool w_per_inner, float eps, uint16_t* y) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const uint16_t* xr = x + o * outer_stride + i * D;
+      const uint16_t* wr = w_per_inner ? w + i * D : w;
+      uint16_t* yr = y + (o * inner + i) * D;
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t j = 0; j < D; j += 16) {
+        const __mmask16 m = D - j >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (D - j)) - 1);
+        const __m512 v = load16_f32(xr + j, m);
+        acc = _mm512_fmadd_ps(v, v, acc);
+      }
+      const float inv = 1.0f / std::sqrt(_mm512_reduce_add_ps(acc) / static_cast<float>(D) + eps);
+      const __m512 vinv = _mm512_set1_ps(inv);
+      for (int64_t j = 0; j < D; j += 16) {
+        const __mmask16 m = D - j >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (D - j)) - 1);
+        const __m256i normed = (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(load16_f32(xr + j, m), vinv));
+        const __m512 nf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(normed), 16));
+        _mm256_mask_storeu_epi16(yr + j, m, (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(nf, load16_f32(wr + j, m))));
+      }
+    }
+}
+
+// ---- AMX ----
+
+int64_t amx_packed_elems(int64_t N, int64_t K) { return (N + 31) / 32 * 32 * ((K + 31) / 32 * 32); }
+
+namespace {
+inline int64_t packed_index(int64_t n, int64_t k, int64_t kchunks) {
+  return ((n / 32) * kchunks + k / 32) * 1024 + (n % 32 / 16) * 512 + (k % 32 / 2) * 32 + (n % 16) * 2 + k % 2;
+}
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Tiles: 0, 1 = C (rows x 16 fp32) for the two 16-row halves of a 32-row weight block; 2 = A
+// (rows x 32 bf16 of x); 3, 4 = B (16 k-pairs x 16 outputs x 2).
+EARS_AMX void configure(int rows) {
+  TileConfig cfg;
+  for (int t = 0; t < 3; ++t) {
+    cfg.rows[t] = static_cast<uint8_t>(rows);
+    cfg.colsb[t] = 64;
+  }
+  for (int t = 3; t < 5; ++t) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;
+  }
+  _tile_loadconfig(&cfg);
+}
+}  // namespace
+
+// y[r * ldy + n0 + j] = bf16(c[r * 32 + j] + bias[n0 + j]) for r < rows, j < cols (<= 32):
+// 16 lanes at a time, vcvtneps2bf16 (round to nearest even).
+EARS_AVX512_BF16 void store_rows(const float* c, int rows, int64_t n0, int64_t cols, const uint16_t* bias,
+                                 uint16_t* y, int64_t ldy) {
+  for (int64_t j = 0; j < cols; j += 16) {
+    const int64_t left = std::min<int64_t>(16, cols - j);
+    const __mmask16 m = left == 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1);
+    const __m512 b = bias ? load16_f32(bias + n0 + j, m) : _mm512_setzero_ps();
+    for (int r = 0; r < rows; ++r) {
+      const __m512 v = _mm512_add_ps(_mm512_loadu_ps(c + r * 32 + j), b);
+      _mm256_mask_storeu_epi16(y + r * ldy + n0 + j, m, (__m256i)_mm512_cvtneps_pbh(v));
+    }
+  }
+}
+
+bool amx_available() {
+  static const bool ok = [] {
+    if (disabled_by_env()) return false;
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("amx-bf16") || !__builtin_cpu_supports("amx-tile") || !available()) return false;
+    // Linux gives a process the AMX tile state only on request (ARCH_REQ_XCOMP_PERM, XTILEDATA).
+    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return ok;
+}
+
+void amx_pack(const uint16_t* w, int64_t N, int64_t K, uint16_t* packed) {
+  const int64_t kchunks = (K + 31) / 32;
+  std::fill(packed, packed + amx_packed_elems(N, K), uint16_t{0});
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) packed[packed_index(n, k, kchunks)] = w[n * K + k];
+}
+
+void amx_unpack(const uint16_t* packed, int64_t N, int64_t K, uint16_t* w) {
+  const int64_t kchunks = (K + 31) / 32;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) w[n * K + k] = packed[packed_index(n, k, kchunks)];
+}
+
+EARS_AMX void amx_gemm(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* packed, int64_t N, int64_t K,
+                       const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t nb0, int64_t nb1) {
+  const int64_t kchunks = (K + 31) / 32;
+  const int64_t kfull = K / 32;  // chunks read straight from x; a partial last one goes through `tail`
+  alignas(64) uint16_t tail[16 * 32];
+  alignas(64) float c[16 * 32];
+  int configured = 0;
+  for (int64_t m0 = 0; m0 < M; m0 += 16) {
+    const int rows = static_cast<int>(std::min<int64_t>(16, M - m0));
+    if (rows != configured) {
+      configure(rows);
+      configured = rows;
+    }
+    const uint16_t* xm = x + m0 * ldx;
+    if (kfull < kchunks) {
+      std::fill(tail, tail + 16 * 32, uint16_t{0});
+      for (int r = 0; r < rows; ++r)
+        std::copy(xm + r * ldx + kfull * 32, xm + r * ldx + K, tail + r * 32);
+    }
+    for (int64_t nb = nb0; nb < nb1; ++nb) {
+      const uint16_t* wb = packed + nb * kchunks * 1024;
+      _tile_zero(0);
+      _tile_zero(1);
+      for (int64_t kc = 0; kc < kchunks; ++kc) {
+        if (kc < kfull)
+          _tile_loadd(2, xm + kc * 32, ldx * 2);
+        else
+          _tile_loadd(2, tail, 64);
+        // The packed weight is one contiguous stream: fetch two chunks (2 KiB) ahead.
+        for (int line = 0; line < 1024; line += 32)
+          _mm_prefetch(reinterpret_cast<const char*>(wb + (kc + 2) * 1024 + line), _MM_HINT_T0);
+        _tile_loadd(3, wb + kc * 1024, 64);
+        _tile_loadd(4, wb + kc * 1024 + 512, 64);
+        _tile_dpbf16ps(0, 2, 3);
+        _tile_dpbf16ps(1, 2, 4);
+      }
+      _tile_stored(0, c, 128);
+      _tile_stored(1, c + 16, 128);
+      store_rows(c, rows, nb * 32, std::min<int64_t>(32, N - nb * 32), bias, y + m0 * ldy, ldy);
+    }
+  }
+  _tile_release();
+}
+
 #else  // not x86-64 with GCC/Clang: the ATen path is always taken
 
 bool available() { return false; }
+bool amx_available() { return false; }
+void rms_norm_rows(const uint16_t*, int64_t, int64_t, int64_t, int64_t, const uint16_t*, bool, float, uint16_t*) {}
+int64_t amx_packed_elems(int64_t N, int64_t K) { return (N + 31) / 32 * 32 * ((K + 31) / 32 * 32); }
+void amx_pack(const uint16_t*, int64_t, int64_t, uint16_t*) {}
+void amx_unpack(const uint16_t*, int64_t, int64_t, uint16_t*) {}
+void amx_gemm(const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t, int64_t, const uint16_t*, uint16_t*,
+              int64_t, int64_t, int64_t) {}
 void gemm_nt(const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t, int64_t, const uint16_t*, uint16_t*,
              int64_t, int64_t, int64_t) {}
 void attend_row(const uint16_t*, const uint16_t*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, float,

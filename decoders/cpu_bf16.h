@@ -31,6 +31,30 @@ bool available();
 void gemm_nt(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* w, int64_t ldw, int64_t K,
              const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t n0, int64_t n1);
 
+// ---- AMX (Intel Sapphire Rapids and later): bf16 tile multiply-accumulate --------------------
+// The weight is repacked once (at model load) into 16x32 tiles in the VNNI pair order the tile
+// instructions read, padded with zeros to a multiple of 32 rows (N) and 32 columns (K):
+//   packed[((n / 32) * (Kp / 32) + k / 32) * 1024 + (n % 32 / 16) * 512 + (k % 32 / 2) * 32 + (n % 16) * 2 + k % 2]
+// so a 32-column block of outputs streams one contiguous run of the packed weight.
+
+// True when the CPU has AMX-BF16 and the kernel granted this process the tile state (checked
+// once) and EARS_NO_CPU_KERNELS is unset.
+bool amx_available();
+int64_t amx_packed_elems(int64_t N, int64_t K);
+void amx_pack(const uint16_t* w, int64_t N, int64_t K, uint16_t* packed);
+void amx_unpack(const uint16_t* packed, int64_t N, int64_t K, uint16_t* w);
+// y[m * ldy + n] = bf16(sum_k x[m * ldx + k] * w[n, k] + bias[n]) for m < M and the 32-row
+// weight blocks [nb0, nb1) (n < N). Each (m, n) accumulates in fp32, 32 products per tile step in
+// k order, independently of M and of the other rows: row-invariant for every M.
+void amx_gemm(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* packed, int64_t N, int64_t K,
+              const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t nb0, int64_t nb1);
+
+// RMSNorm of rows of D elements, Hugging Face numerics: y = bf16(w * bf16(x * rsqrt(mean(x^2) + eps)))
+// with the statistics in fp32. Row (o, i) reads x + o * outer_stride + i * D and writes
+// y + (o * inner + i) * D; it uses weight row i when w_per_inner (a [inner, D] weight) else w.
+void rms_norm_rows(const uint16_t* x, int64_t outer, int64_t outer_stride, int64_t inner, int64_t D,
+                   const uint16_t* w, bool w_per_inner, float eps, uint16_t* y);
+
 // One query row over keys [0, n_keys) of one KV head, Hugging Face eager numerics in bf16:
 //   s_j = bf16(bf16(q . k_j) * scale); p = bf16(softmax_fp32(s)); out = bf16(sum_j p_j v_j).
 // k_j = k + j * ldk, v_j = v + j * ldv (hd elements each). scratch: n_keys floats.

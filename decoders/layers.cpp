@@ -14,14 +14,6 @@
 namespace ears {
 namespace layers {
 
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  const at::Tensor xf = x.to(at::kFloat);  // no copy when x is already fp32
-  const at::Tensor inv = xf.pow(2).mean(-1, /*keepdim=*/true).add_(eps).rsqrt_();
-  at::Tensor y = xf * inv;
-  if (x.scalar_type() != at::kFloat) y = y.to(x.scalar_type());
-  return y.mul_(weight);
-}
-
 namespace {
 
 // The bf16 CPU kernels (decoders/cpu_bf16.h) serve products of at most this many rows: a batch-1
@@ -42,6 +34,38 @@ const uint16_t* bits(const at::Tensor& t) { return reinterpret_cast<const uint16
 uint16_t* bits_mut(at::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr()); }
 
 }  // namespace
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  const int64_t D = x.size(-1);
+  const bool per_inner = weight.dim() == 2;  // [inner, D]: one weight row per x.size(-2) index
+  const int64_t inner = per_inner ? weight.size(0) : 1;
+  if (D > 0 && x.numel() > 0 && cpu_bf16::available() && x.device().is_cpu() && x.scalar_type() == at::kBFloat16 &&
+      weight.scalar_type() == at::kBFloat16 && weight.is_contiguous() && weight.size(-1) == D &&
+      (!per_inner || (x.dim() >= 3 && x.size(-2) == inner)) &&
+      !(at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad()))) {
+    // Rows as [outer, inner, D]: a contiguous x, or a [B, T, n, D] view of a wider projection
+    // (the q and k heads of the fused qkv) whose D-element rows are contiguous.
+    const int64_t outer = x.numel() / (inner * D);
+    int64_t outer_stride = -1;
+    if (x.is_contiguous()) {
+      outer_stride = inner * D;
+    } else if (x.dim() == 4 && x.stride(3) == 1 && x.stride(2) == D && x.stride(0) == x.size(1) * x.stride(1) &&
+               (per_inner || x.size(2) == 1)) {
+      outer_stride = x.stride(1);
+    }
+    if (outer_stride >= 0) {
+      at::Tensor y = at::empty(x.sizes(), x.options());
+      cpu_bf16::rms_norm_rows(bits(x), outer, outer_stride, inner, D, bits(weight), per_inner, static_cast<float>(eps),
+                              bits_mut(y));
+      return y;
+    }
+  }
+  const at::Tensor xf = x.to(at::kFloat);  // no copy when x is already fp32
+  const at::Tensor inv = xf.pow(2).mean(-1, /*keepdim=*/true).add_(eps).rsqrt_();
+  at::Tensor y = xf * inv;
+  if (x.scalar_type() != at::kFloat) y = y.to(x.scalar_type());
+  return y.mul_(weight);
+}
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
   const c10::optional<at::Tensor> b = bias.defined() ? c10::optional<at::Tensor>(bias) : c10::nullopt;
@@ -77,13 +101,68 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bi
   return at::linear(x, w, b);
 }
 
-at::Tensor silu_mlp(const at::Tensor& x, const at::Tensor& gate_up_w, const at::Tensor& down_w,
-                    const at::Tensor& gate_up_b, const at::Tensor& down_b) {
-  const at::Tensor gate_up = linear(x, gate_up_w, gate_up_b);
+namespace {
+at::Tensor swiglu(const at::Tensor& gate_up) {
   const int64_t inter = gate_up.size(-1) / 2;
   at::Tensor act = at::silu(gate_up.narrow(-1, 0, inter));
-  act.mul_(gate_up.narrow(-1, inter, inter));
-  return linear(act, down_w, down_b);
+  return act.mul_(gate_up.narrow(-1, inter, inter));
+}
+}  // namespace
+
+at::Tensor silu_mlp(const at::Tensor& x, const at::Tensor& gate_up_w, const at::Tensor& down_w,
+                    const at::Tensor& gate_up_b, const at::Tensor& down_b) {
+  return linear(swiglu(linear(x, gate_up_w, gate_up_b)), down_w, down_b);
+}
+
+at::Tensor silu_mlp(const at::Tensor& x, const LinearWeight& gate_up, const LinearWeight& down) {
+  return linear(swiglu(linear(x, gate_up)), down);
+}
+
+LinearWeight prepare_linear(const at::Tensor& w, const at::Tensor& bias) {
+  if (!w.defined() || w.dim() != 2) fail("prepare_linear: the weight must be a 2-D [out, in] tensor");
+  LinearWeight lw;
+  lw.bias = bias;
+  lw.out_features = w.size(0);
+  lw.in_features = w.size(1);
+  if (w.device().is_cpu() && w.scalar_type() == at::kBFloat16 && !w.requires_grad() && cpu_bf16::amx_available()) {
+    const at::Tensor dense = w.contiguous();
+    lw.packed = at::empty({cpu_bf16::amx_packed_elems(lw.out_features, lw.in_features)}, w.options());
+    cpu_bf16::amx_pack(bits(dense), lw.out_features, lw.in_features, bits_mut(lw.packed));
+  } else {
+    lw.w = w;
+  }
+  return lw;
+}
+
+at::Tensor LinearWeight::dense() const {
+  if (!packed.defined()) return w;
+  at::Tensor out = at::empty({out_features, in_features}, packed.options());
+  cpu_bf16::amx_unpack(bits(packed), out_features, in_features, bits_mut(out));
+  return out;
+}
+
+at::Tensor linear(const at::Tensor& x, const LinearWeight& lw) {
+  if (!lw.packed.defined()) return linear(x, lw.w, lw.bias);
+  const int64_t in = lw.in_features, N = lw.out_features;
+  if (x.size(-1) != in)
+    fail("linear: input has {} features but the weight expects {}", x.size(-1), in);
+  if (!(x.device().is_cpu() && x.scalar_type() == at::kBFloat16 && !(at::GradMode::is_enabled() && x.requires_grad())))
+    return at::linear(x.to(at::kBFloat16), lw.dense(), lw.bias.defined() ? c10::optional<at::Tensor>(lw.bias) : c10::nullopt);
+  const int64_t rows = x.numel() / in;
+  std::vector<int64_t> out_sizes(x.sizes().begin(), x.sizes().end());
+  out_sizes.back() = N;
+  at::Tensor y = at::empty({rows, N}, x.options());
+  if (rows == 0) return y.view(out_sizes);
+  const at::Tensor x2 = x.reshape({rows, in}).contiguous();
+  const uint16_t* xb = bits(x2);
+  const uint16_t* wb = bits(lw.packed);
+  const at::Tensor bias = lw.bias.defined() ? lw.bias.to(at::kBFloat16).contiguous() : at::Tensor();
+  const uint16_t* bb = bias.defined() ? bits(bias) : nullptr;
+  uint16_t* yb = bits_mut(y);
+  at::parallel_for(0, (N + 31) / 32, 4, [&](int64_t nb0, int64_t nb1) {
+    cpu_bf16::amx_gemm(xb, in, rows, wb, N, in, bb, yb, N, nb0, nb1);
+  });
+  return y.view(out_sizes);
 }
 
 at::Tensor rope_inv_freq(int64_t head_dim, const RopeConfig& rope, c10::Device device) {
@@ -140,7 +219,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), hd = q.size(3);
   const int64_t K = k.size(1), S = k.size(2);
   const int64_t G = H / K;
-  if (positions.defined() && cpu_bf16_kernel(q, B * T) && k.scalar_type() == at::kBFloat16 &&
+  if (positions.defined() && cpu_bf16_kernel(q, T) && k.scalar_type() == at::kBFloat16 &&
       v.scalar_type() == at::kBFloat16 && k.stride(3) == 1 && v.stride(3) == 1 && hd <= 512 &&
       !(at::GradMode::is_enabled() && (k.requires_grad() || v.requires_grad()))) {
     // One query row per (b, t, h) over its visible prefix of keys: positions[b, t] + 1 of them.

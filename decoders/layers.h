@@ -29,7 +29,9 @@ struct RopeConfig {
 
 namespace layers {
 
-// y = weight * (x_f32 * rsqrt(mean(x_f32^2, -1) + eps)).to(x.dtype). weight: [x.size(-1)] in x's dtype.
+// y = weight * (x_f32 * rsqrt(mean(x_f32^2, -1) + eps)).to(x.dtype). weight: [x.size(-1)] in x's
+// dtype, or [x.size(-2), x.size(-1)] (a weight row per head: Qwen3's q_norm/k_norm in one call).
+// bf16 on a CPU with AVX-512 BF16: one pass per row (decoders/cpu_bf16.h), same roundings.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
 // x @ w^T (+ bias). w: [out, in] (nn.Linear layout); bias may be undefined. In bf16/fp16 every
@@ -38,10 +40,25 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 // (LibTorch's GEMM rounds a lone row differently).
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias = at::Tensor());
 
+// A linear layer's weight [out, in] (nn.Linear layout) and optional bias, prepared once for the
+// device it runs on. On a CPU with AMX (decoders/cpu_bf16.h), a bf16 weight is repacked into the
+// tile layout and the plain copy is dropped (same memory); every product then runs the AMX
+// kernel, row-invariant for any number of rows. Elsewhere `w` is kept and linear() is at::linear.
+struct LinearWeight {
+  at::Tensor w;       // [out, in], undefined when packed
+  at::Tensor packed;  // 1-D bf16 in cpu_bf16's AMX layout, or undefined
+  at::Tensor bias;    // [out] or undefined
+  int64_t out_features = 0, in_features = 0;
+  at::Tensor dense() const;  // [out, in] (unpacks a packed weight)
+};
+LinearWeight prepare_linear(const at::Tensor& w, const at::Tensor& bias = at::Tensor());
+at::Tensor linear(const at::Tensor& x, const LinearWeight& lw);
+
 // down(silu(gate) * up) where gate_up = x @ [gate; up]^T, i.e. gate_up_w is [2*I, hidden] with the
 // gate rows first (fused at load). Biases may be undefined.
 at::Tensor silu_mlp(const at::Tensor& x, const at::Tensor& gate_up_w, const at::Tensor& down_w,
                     const at::Tensor& gate_up_b = at::Tensor(), const at::Tensor& down_b = at::Tensor());
+at::Tensor silu_mlp(const at::Tensor& x, const LinearWeight& gate_up, const LinearWeight& down);
 
 // inv_freq[i] = 1 / theta^(2i/head_dim), i < head_dim/2, fp32 on `device` (then scaled per rope.type).
 at::Tensor rope_inv_freq(int64_t head_dim, const RopeConfig& rope, c10::Device device);

@@ -273,27 +273,28 @@ CausalLM CausalLM::load(const std::filesystem::path& dir, c10::Device device,
     Layer& L = m.layers_[static_cast<size_t>(i)];
     L.input_norm = get(p + "input_layernorm.weight", {D});
     L.post_norm = get(p + "post_attention_layernorm.weight", {D});
-    L.qkv_w = at::cat({get(p + "self_attn.q_proj.weight", {H * hd, D}),
-                       get(p + "self_attn.k_proj.weight", {K * hd, D}),
-                       get(p + "self_attn.v_proj.weight", {K * hd, D})},
-                      0);
-    if (c.qkv_bias)
-      L.qkv_b = at::cat({get(p + "self_attn.q_proj.bias", {H * hd}), get(p + "self_attn.k_proj.bias", {K * hd}),
-                         get(p + "self_attn.v_proj.bias", {K * hd})},
-                        0);
+    L.qkv = layers::prepare_linear(
+        at::cat({get(p + "self_attn.q_proj.weight", {H * hd, D}), get(p + "self_attn.k_proj.weight", {K * hd, D}),
+                 get(p + "self_attn.v_proj.weight", {K * hd, D})},
+                0),
+        c.qkv_bias ? at::cat({get(p + "self_attn.q_proj.bias", {H * hd}), get(p + "self_attn.k_proj.bias", {K * hd}),
+                              get(p + "self_attn.v_proj.bias", {K * hd})},
+                             0)
+                   : at::Tensor());
     if (c.qk_norm)  // one RMSNorm over the adjacent q and k heads of the fused projection
       L.qk_norm = at::cat({get(p + "self_attn.q_norm.weight", {hd}).expand({H, hd}),
                            get(p + "self_attn.k_norm.weight", {hd}).expand({K, hd})},
                           0);
-    L.o_w = get(p + "self_attn.o_proj.weight", {D, H * hd});
-    if (c.o_bias) L.o_b = get(p + "self_attn.o_proj.bias", {D});
-    L.gate_up_w = at::cat({get(p + "mlp.gate_proj.weight", {I, D}), get(p + "mlp.up_proj.weight", {I, D})}, 0);
-    L.down_w = get(p + "mlp.down_proj.weight", {D, I});
-    if (c.mlp_bias) {
-      L.gate_up_b = at::cat({get(p + "mlp.gate_proj.bias", {I}), get(p + "mlp.up_proj.bias", {I})}, 0);
-      L.down_b = get(p + "mlp.down_proj.bias", {D});
-    }
+    L.o = layers::prepare_linear(get(p + "self_attn.o_proj.weight", {D, H * hd}),
+                                 c.o_bias ? get(p + "self_attn.o_proj.bias", {D}) : at::Tensor());
+    L.gate_up = layers::prepare_linear(
+        at::cat({get(p + "mlp.gate_proj.weight", {I, D}), get(p + "mlp.up_proj.weight", {I, D})}, 0),
+        c.mlp_bias ? at::cat({get(p + "mlp.gate_proj.bias", {I}), get(p + "mlp.up_proj.bias", {I})}, 0)
+                   : at::Tensor());
+    L.down = layers::prepare_linear(get(p + "mlp.down_proj.weight", {D, I}),
+                                    c.mlp_bias ? get(p + "mlp.down_proj.bias", {D}) : at::Tensor());
   }
+  m.lm_head_linear_ = layers::prepare_linear(m.lm_head_);
   m.inv_freq_ = layers::rope_inv_freq(hd, c.rope, device);
   return m;
 }
@@ -306,7 +307,7 @@ KVCache CausalLM::new_cache(int64_t batch, int64_t max_len) const {
 at::Tensor CausalLM::embed(const at::Tensor& ids) const { return at::embedding(embed_, ids); }
 
 at::Tensor CausalLM::logits_from_hidden(const at::Tensor& hidden) const {
-  return layers::linear(layers::rms_norm(hidden, final_norm_, cfg_.rms_norm_eps), lm_head_);
+  return layers::linear(layers::rms_norm(hidden, final_norm_, cfg_.rms_norm_eps), lm_head_linear_);
 }
 
 std::vector<int> CausalLM::default_eagle_aux_layers() const {
@@ -354,7 +355,7 @@ ForwardOutput CausalLM::forward(const at::Tensor& ids, KVCache& cache, const For
   for (int64_t i = 0; i < N; ++i) {
     const Layer& L = layers_[static_cast<size_t>(i)];
     const at::Tensor x = layers::rms_norm(h, L.input_norm, eps);
-    const at::Tensor qkv = layers::linear(x, L.qkv_w, L.qkv_b);  // [B, T, (H + 2K) * hd]
+    const at::Tensor qkv = layers::linear(x, L.qkv);  // [B, T, (H + 2K) * hd]
     // q and k heads are adjacent in qkv: QK-norm and RoPE run once over all H + K of them
     // (per-row operations, so each head rounds exactly as it would alone).
     at::Tensor qk = qkv.narrow(-1, 0, (H + K) * hd).view({B, T, H + K, hd});
@@ -366,8 +367,8 @@ ForwardOutput CausalLM::forward(const at::Tensor& ids, KVCache& cache, const For
     cache.write(i, plan, k, v);
     const at::Tensor attn = layers::attention(q, cache.keys(i, plan), cache.values(i, plan), plan.blocked, scale,
                                                  plan.positions);
-    h.add_(layers::linear(attn, L.o_w, L.o_b));
-    h.add_(layers::silu_mlp(layers::rms_norm(h, L.post_norm, eps), L.gate_up_w, L.down_w, L.gate_up_b, L.down_b));
+    h.add_(layers::linear(attn, L.o));
+    h.add_(layers::silu_mlp(layers::rms_norm(h, L.post_norm, eps), L.gate_up, L.down));
     if (i + 1 < N && wanted[static_cast<size_t>(i + 1)]) hs[static_cast<size_t>(i + 1)] = h.clone();
   }
   if (wanted[static_cast<size_t>(N)]) hs[static_cast<size_t>(N)] = layers::rms_norm(h, final_norm_, eps);
@@ -384,7 +385,7 @@ ForwardOutput CausalLM::forward(const at::Tensor& ids, KVCache& cache, const For
       const at::Tensor picked = h.reshape({B * T, c.hidden_size}).index_select(0, flat).view({B, R, c.hidden_size});
       out.logits = logits_from_hidden(picked);
     } else if (wanted[static_cast<size_t>(N)]) {
-      out.logits = layers::linear(hs[static_cast<size_t>(N)], lm_head_);
+      out.logits = layers::linear(hs[static_cast<size_t>(N)], lm_head_linear_);
     } else {
       out.logits = logits_from_hidden(h);
     }

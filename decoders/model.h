@@ -100,11 +100,11 @@ class CausalLM {
  private:
   struct Layer {
     at::Tensor input_norm, post_norm;
-    at::Tensor qkv_w, qkv_b;          // fused [(H + 2K) * hd, hidden]
+    layers::LinearWeight qkv;         // fused [(H + 2K) * hd, hidden]
     at::Tensor qk_norm;               // [H + K, hd]: q_norm per query head, then k_norm per KV head (Qwen3)
-    at::Tensor o_w, o_b;
-    at::Tensor gate_up_w, gate_up_b;  // fused [2 * I, hidden], gate first
-    at::Tensor down_w, down_b;
+    layers::LinearWeight o;
+    layers::LinearWeight gate_up;     // fused [2 * I, hidden], gate first
+    layers::LinearWeight down;
   };
   CausalLM() = default;
 
@@ -113,6 +113,7 @@ class CausalLM {
   c10::Device device_ = c10::Device(c10::kCPU);
   c10::ScalarType dtype_ = c10::ScalarType::Float;
   at::Tensor embed_, final_norm_, lm_head_, inv_freq_;
+  layers::LinearWeight lm_head_linear_;  // lm_head_ prepared for linear() (packed on AMX CPUs)
   std::vector<Layer> layers_;
 };
 

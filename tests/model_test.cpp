@@ -493,6 +493,56 @@ TEST(CpuBf16, LinearIsRowInvariantAndMatchesFloat32) {
   EXPECT_LE(max_abs(nb, at::linear(x.to(at::kFloat), w.to(at::kFloat))), 0.02);
 }
 
+TEST(CpuBf16, AmxLinearIsRowInvariantForAnyRowCount) {
+  if (!ears::cpu_bf16::amx_available())
+    GTEST_SKIP() << "this CPU lacks AMX-BF16 (or EARS_NO_CPU_KERNELS is set): prepare_linear keeps the plain weight";
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(14);
+  // K = 200: six full 32-wide tiles plus a zero-padded tail; N = 37: one full 32-row block plus a
+  // padded one; 40 rows: two full 16-row tiles and a partial one.
+  const int64_t K = 200, N = 37, M = 40;
+  const at::Tensor x = at::randn({M, K}, gen, at::kFloat).to(at::kBFloat16);
+  const at::Tensor w = (at::randn({N, K}, gen, at::kFloat) * 0.1).to(at::kBFloat16);
+  const at::Tensor bias = at::randn({N}, gen, at::kFloat).to(at::kBFloat16);
+  const ears::layers::LinearWeight lw = ears::layers::prepare_linear(w, bias);
+  ASSERT_TRUE(lw.packed.defined());
+  EXPECT_FALSE(lw.w.defined());  // the plain copy is dropped
+  EXPECT_TRUE(at::equal(lw.dense(), w));
+  const at::Tensor all = ears::layers::linear(x, lw);
+  const at::Tensor ref = at::linear(x.to(at::kFloat), w.to(at::kFloat), bias.to(at::kFloat));
+  const at::Tensor err = (all.to(at::kFloat) - ref).abs();
+  EXPECT_TRUE(err.le(ref.abs() * (1.0 / 256) + 1e-4).all().item<bool>()) << "max error " << err.max().item<float>();
+  for (int64_t m : {1, 2, 6, 15, 16, 17, 33}) {
+    const at::Tensor part = ears::layers::linear(x.narrow(0, M - m, m).view({1, m, K}), lw);
+    EXPECT_TRUE(at::equal(part.view({m, N}), all.narrow(0, M - m, m))) << m << " rows round differently";
+  }
+}
+
+TEST(CpuBf16, RmsNormMatchesTheFormulaOnRowsAndHeadViews) {
+  SKIP_WITHOUT_CPU_BF16();
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(13);
+  const double eps = 1e-6;
+  auto formula = [&](const at::Tensor& x, const at::Tensor& w) {
+    const at::Tensor xf = x.to(at::kFloat);
+    return (xf * xf.pow(2).mean(-1, true).add(eps).rsqrt()).to(at::kBFloat16).mul(w);
+  };
+  // D = 40: two 16-lane chunks plus a masked tail.
+  const at::Tensor x = (at::randn({2, 3, 40}, gen, at::kFloat) * 3).to(at::kBFloat16);
+  const at::Tensor w = (at::rand({40}, gen, at::kFloat) + 0.5).to(at::kBFloat16);
+  const at::Tensor y = ears::layers::rms_norm(x, w, eps);
+  ASSERT_EQ(y.sizes(), x.sizes());
+  // Only the fp32 sum order differs from the formula: at most one bf16 rounding step apart.
+  EXPECT_LE(max_abs(y, formula(x, w)), 0.02 * 3);
+  EXPECT_LE(mean_abs(y, formula(x, w)), 1e-3);
+  // The q and k heads of a fused projection: a strided [B, T, n, hd] view, one weight row per head.
+  const at::Tensor qkv = at::randn({2, 3, 7 * 16}, gen, at::kFloat).to(at::kBFloat16);
+  const at::Tensor heads = qkv.narrow(-1, 0, 5 * 16).view({2, 3, 5, 16});
+  ASSERT_FALSE(heads.is_contiguous());
+  const at::Tensor hw = (at::rand({5, 16}, gen, at::kFloat) + 0.5).to(at::kBFloat16);
+  const at::Tensor hy = ears::layers::rms_norm(heads, hw, eps);
+  EXPECT_LE(max_abs(hy, formula(heads, hw)), 0.02 * 3);
+  EXPECT_LE(mean_abs(hy, formula(heads, hw)), 1e-3);
+}
+
 TEST(CpuBf16, AttentionKernelMatchesAtenPathAndIgnoresKeysPastThePosition) {
   SKIP_WITHOUT_CPU_BF16();
   auto gen = at::make_generator<at::CPUGeneratorImpl>(12);
