@@ -1,6 +1,7 @@
 #include "decoders/cpu_bf16.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,19 @@
 
 namespace ears {
 namespace cpu_bf16 {
+
+namespace {
+std::atomic<bool>& enabled_flag() {
+  static std::atomic<bool> on = [] {
+    const char* off = std::getenv("EARS_NO_CPU_KERNELS");
+    return !(off && *off && std::strcmp(off, "0") != 0);
+  }();
+  return on;
+}
+}  // namespace
+
+void set_enabled(bool on) { enabled_flag().store(on); }
+bool enabled() { return enabled_flag().load(); }
 
 #if defined(EARS_CPU_BF16_X86)
 
@@ -109,6 +123,24 @@ EARS_AVX512_BF16 void tile_rows(const uint16_t* x, int64_t ldx, int64_t M, const
   }
 }
 
+// e^x for x <= 0 (softmax after subtracting the max): x = n ln2 + r, |r| <= ln2/2, e^r by its
+// degree-7 Taylor polynomial (relative error < 2e-7), times 2^n with vscalefps (underflows to 0).
+EARS_AVX512_BF16 inline __m512 exp_ps(__m512 x) {
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);  // ln2 split: hi + lo
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+  __m512 p = _mm512_set1_ps(1.f / 5040);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 720));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
+  return _mm512_scalef_ps(p, n);
+}
+
 EARS_AVX512_BF16 float dot(const uint16_t* a, const uint16_t* b, int64_t n) {
   __m512 acc = _mm512_setzero_ps();
   int64_t k = 0;
@@ -122,20 +154,14 @@ EARS_AVX512_BF16 float dot(const uint16_t* a, const uint16_t* b, int64_t n) {
 
 }  // namespace
 
-static bool disabled_by_env() {
-  const char* off = std::getenv("EARS_NO_CPU_KERNELS");
-  return off && *off && std::strcmp(off, "0") != 0;
-}
-
 bool available() {
   static const bool ok = [] {
-    if (disabled_by_env()) return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512bf16");
   }();
-  return ok;
+  return ok && enabled();
 }
 
 EARS_AVX512_BF16 void gemm_nt(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* w, int64_t ldw,
@@ -160,12 +186,17 @@ EARS_AVX512_BF16 void attend_row(const uint16_t* q, const uint16_t* k, int64_t l
     scratch[j] = s;
     mx = s > mx ? s : mx;
   }
-  float sum = 0.f;
-  for (int64_t j = 0; j < n_keys; ++j) {
-    const float e = std::exp(scratch[j] - mx);
-    scratch[j] = e;
-    sum += e;
+  // exp(s - max) and its sum, 16 keys at a time.
+  const __m512 vmx = _mm512_set1_ps(mx);
+  __m512 vsum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n_keys; j += 16) {
+    const __mmask16 m = n_keys - j >= 16 ? static_cast<__mmask16>(0xffff)
+                                         : static_cast<__mmask16>((1u << (n_keys - j)) - 1);
+    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scratch + j), vmx));
+    _mm512_mask_storeu_ps(scratch + j, m, e);
+    vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(m, e));
   }
+  const float sum = _mm512_reduce_add_ps(vsum);
   // Probabilities in fp32, rounded to bf16, then sum_j p_j v_j in fp32 (16 lanes at a time).
   constexpr int64_t kMaxChunks = 32;  // head_dim <= 512
   __m512 acc[kMaxChunks];
@@ -262,14 +293,15 @@ EARS_AVX512_BF16 void store_rows(const float* c, int rows, int64_t n0, int64_t c
 
 bool amx_available() {
   static const bool ok = [] {
-    if (disabled_by_env()) return false;
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("amx-bf16") || !__builtin_cpu_supports("amx-tile") || !available()) return false;
+    if (!__builtin_cpu_supports("amx-bf16") || !__builtin_cpu_supports("amx-tile") ||
+        !__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512vl"))
+      return false;
     // Linux gives a process the AMX tile state only on request (ARCH_REQ_XCOMP_PERM, XTILEDATA).
     constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
     return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
   }();
-  return ok;
+  return ok && enabled();
 }
 
 void amx_pack(const uint16_t* w, int64_t N, int64_t K, uint16_t* packed) {
@@ -288,34 +320,22 @@ void amx_unpack(const uint16_t* packed, int64_t N, int64_t K, uint16_t* w) {
 EARS_AMX void amx_gemm(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* packed, int64_t N, int64_t K,
                        const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t nb0, int64_t nb1) {
   const int64_t kchunks = (K + 31) / 32;
-  const int64_t kfull = K / 32;  // chunks read straight from x; a partial last one goes through `tail`
-  alignas(64) uint16_t tail[16 * 32];
   alignas(64) float c[16 * 32];
-  int configured = 0;
-  for (int64_t m0 = 0; m0 < M; m0 += 16) {
-    const int rows = static_cast<int>(std::min<int64_t>(16, M - m0));
-    if (rows != configured) {
-      configure(rows);
-      configured = rows;
-    }
-    const uint16_t* xm = x + m0 * ldx;
-    if (kfull < kchunks) {
-      std::fill(tail, tail + 16 * 32, uint16_t{0});
-      for (int r = 0; r < rows; ++r)
-        std::copy(xm + r * ldx + kfull * 32, xm + r * ldx + K, tail + r * 32);
-    }
-    for (int64_t nb = nb0; nb < nb1; ++nb) {
-      const uint16_t* wb = packed + nb * kchunks * 1024;
+  configure(16);
+  // Weight block outer, 16-row blocks of x inner: each 32-row weight block is read from memory
+  // once per call whatever M is (it stays in L2 across the row blocks).
+  for (int64_t nb = nb0; nb < nb1; ++nb) {
+    const uint16_t* wb = packed + nb * kchunks * 1024;
+    for (int64_t m0 = 0; m0 < M; m0 += 16) {
+      const uint16_t* xm = x + m0 * ldx;
       _tile_zero(0);
       _tile_zero(1);
       for (int64_t kc = 0; kc < kchunks; ++kc) {
-        if (kc < kfull)
-          _tile_loadd(2, xm + kc * 32, ldx * 2);
-        else
-          _tile_loadd(2, tail, 64);
         // The packed weight is one contiguous stream: fetch two chunks (2 KiB) ahead.
-        for (int line = 0; line < 1024; line += 32)
-          _mm_prefetch(reinterpret_cast<const char*>(wb + (kc + 2) * 1024 + line), _MM_HINT_T0);
+        if (m0 == 0)
+          for (int line = 0; line < 1024; line += 32)
+            _mm_prefetch(reinterpret_cast<const char*>(wb + (kc + 2) * 1024 + line), _MM_HINT_T0);
+        _tile_loadd(2, xm + kc * 32, ldx * 2);
         _tile_loadd(3, wb + kc * 1024, 64);
         _tile_loadd(4, wb + kc * 1024 + 512, 64);
         _tile_dpbf16ps(0, 2, 3);
@@ -323,7 +343,8 @@ EARS_AMX void amx_gemm(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t
       }
       _tile_stored(0, c, 128);
       _tile_stored(1, c + 16, 128);
-      store_rows(c, rows, nb * 32, std::min<int64_t>(32, N - nb * 32), bias, y + m0 * ldy, ldy);
+      store_rows(c, static_cast<int>(std::min<int64_t>(16, M - m0)), nb * 32, std::min<int64_t>(32, N - nb * 32),
+                 bias, y + m0 * ldy, ldy);
     }
   }
   _tile_release();

@@ -23,8 +23,13 @@
 namespace ears {
 namespace cpu_bf16 {
 
-// True when this CPU executes AVX-512F/BW/VL/BF16 (checked once) and EARS_NO_CPU_KERNELS is unset.
+// True when this CPU executes AVX-512F/BW/VL/BF16 (checked once) and the kernels are enabled.
 bool available();
+// On by default; EARS_NO_CPU_KERNELS=1 starts the process with them off. `bench forward
+// --compare-kernels` flips it to time both paths in one run. A model loaded while they are off
+// keeps plain weights (no AMX packing); switch only between whole forwards.
+void set_enabled(bool on);
+bool enabled();
 
 // y[m * ldy + n] = bf16(sum_k x[m * ldx + k] * w[n * ldw + k] + bias[n]) for m < M, n0 <= n < n1.
 // bias may be null. Call from one thread per disjoint [n0, n1) range.
@@ -37,15 +42,19 @@ void gemm_nt(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* w, int64
 //   packed[((n / 32) * (Kp / 32) + k / 32) * 1024 + (n % 32 / 16) * 512 + (k % 32 / 2) * 32 + (n % 16) * 2 + k % 2]
 // so a 32-column block of outputs streams one contiguous run of the packed weight.
 
-// True when the CPU has AMX-BF16 and the kernel granted this process the tile state (checked
-// once) and EARS_NO_CPU_KERNELS is unset.
+// True when the CPU has AMX-BF16, the OS granted this process the tile state (checked once) and
+// the kernels are enabled.
 bool amx_available();
 int64_t amx_packed_elems(int64_t N, int64_t K);
+inline int64_t amx_pad_rows(int64_t M) { return (M + 15) / 16 * 16; }
+inline int64_t amx_pad_cols(int64_t K) { return (K + 31) / 32 * 32; }
 void amx_pack(const uint16_t* w, int64_t N, int64_t K, uint16_t* packed);
 void amx_unpack(const uint16_t* packed, int64_t N, int64_t K, uint16_t* w);
 // y[m * ldy + n] = bf16(sum_k x[m * ldx + k] * w[n, k] + bias[n]) for m < M and the 32-row
 // weight blocks [nb0, nb1) (n < N). Each (m, n) accumulates in fp32, 32 products per tile step in
 // k order, independently of M and of the other rows: row-invariant for every M.
+// x must hold ceil(M / 16) * 16 rows of ldx >= ceil(K / 32) * 32 elements, zero past row M and
+// column K (tiles always read 16 x 32); amx_pad_rows / amx_pad_cols give the padded shape.
 void amx_gemm(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* packed, int64_t N, int64_t K,
               const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t nb0, int64_t nb1);
 

@@ -3,8 +3,10 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
+#include <torch/csrc/api/include/torch/version.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <vector>
 
@@ -153,14 +155,21 @@ at::Tensor linear(const at::Tensor& x, const LinearWeight& lw) {
   out_sizes.back() = N;
   at::Tensor y = at::empty({rows, N}, x.options());
   if (rows == 0) return y.view(out_sizes);
-  const at::Tensor x2 = x.reshape({rows, in}).contiguous();
+  // The tiles read 16 rows x 32 columns at a time: a zero-padded copy when x is not that shape.
+  const int64_t Mp = cpu_bf16::amx_pad_rows(rows), Kp = cpu_bf16::amx_pad_cols(in);
+  at::Tensor x2 = x.reshape({rows, in});
+  if (Mp != rows || Kp != in || !x2.is_contiguous()) {
+    at::Tensor padded = at::zeros({Mp, Kp}, x.options());
+    padded.narrow(0, 0, rows).narrow(1, 0, in).copy_(x2);
+    x2 = padded;
+  }
   const uint16_t* xb = bits(x2);
   const uint16_t* wb = bits(lw.packed);
   const at::Tensor bias = lw.bias.defined() ? lw.bias.to(at::kBFloat16).contiguous() : at::Tensor();
   const uint16_t* bb = bias.defined() ? bits(bias) : nullptr;
   uint16_t* yb = bits_mut(y);
   at::parallel_for(0, (N + 31) / 32, 4, [&](int64_t nb0, int64_t nb1) {
-    cpu_bf16::amx_gemm(xb, in, rows, wb, N, in, bb, yb, N, nb0, nb1);
+    cpu_bf16::amx_gemm(xb, Kp, rows, wb, N, in, bb, yb, N, nb0, nb1);
   });
   return y.view(out_sizes);
 }
@@ -244,6 +253,24 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
     });
     return out;
   }
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+  // On an accelerator, LibTorch >= 2.1's fused attention (flash / memory-efficient kernels on
+  // CUDA). It rounds differently from the eager path below (which follows HF eager exactly);
+  // EARS_EAGER_ATTENTION=1 selects the eager path everywhere.
+  static const bool eager_only = [] {
+    const char* e = std::getenv("EARS_EAGER_ATTENTION");
+    return e && *e && std::string(e) != "0";
+  }();
+  if (!q.device().is_cpu() && !eager_only &&
+      !(at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad()))) {
+    const at::Tensor qh = q.permute({0, 2, 1, 3});                                                // [B, H, T, hd]
+    const at::Tensor kh = k.unsqueeze(2).expand({B, K, G, S, hd}).reshape({B, H, S, hd});  // repeat_kv
+    const at::Tensor vh = v.unsqueeze(2).expand({B, K, G, S, hd}).reshape({B, H, S, hd});
+    const at::Tensor allowed = blocked.logical_not().view({B, 1, T, S});
+    const at::Tensor o = at::scaled_dot_product_attention(qh, kh, vh, allowed, 0.0, false, scale);
+    return o.permute({0, 2, 1, 3}).reshape({B, T, H * hd});
+  }
+#endif
   // [B, T, K, G, hd] -> [B, K, T, G, hd] -> [B, K, T*G, hd]; a view when T == 1.
   const at::Tensor qg = q.reshape({B, T, K, G, hd}).permute({0, 2, 1, 3, 4}).reshape({B, K, T * G, hd});
   at::Tensor scores = at::matmul(qg, k.transpose(-1, -2));  // [B, K, T*G, S]

@@ -10,10 +10,12 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <tuple>
 #include <sstream>
 #include <thread>
 
 #include "decoders/bandwidth.h"
+#include "decoders/cpu_bf16.h"
 #include "decoders/engine.h"
 #include "decoders/model.h"
 #include "decoders/runtime.h"
@@ -230,18 +232,14 @@ KVCache prefilled_cache(const CausalLM& m, int64_t B, int64_t context, int64_t e
   return cache;
 }
 
-// Median ms of one forward of T random tokens per sequence at the cache's current lengths
-// (rolled back after every run).
-double time_decode_step(const CausalLM& m, KVCache& cache, int64_t T, int warmup, int repeats, at::Generator& gen) {
-  const int64_t B = cache.batch();
+// One forward of T random tokens per sequence at the cache's current lengths, rolled back after.
+std::function<void()> decode_step(const CausalLM& m, KVCache& cache, int64_t T, at::Generator& gen) {
+  const at::Tensor ids = at::randint(m.config().vocab_size, {cache.batch(), T}, gen, at::kLong).to(m.device());
   const std::vector<int64_t> lengths = cache.lengths();
-  at::Tensor ids = at::randint(m.config().vocab_size, {B, T}, gen, at::kLong).to(m.device());
-  return time_ms(
-      [&] {
-        ForwardOutput out = m.forward(ids, cache);
-        cache.set_lengths(lengths);
-      },
-      warmup, repeats, m.device());
+  return [&m, &cache, ids, lengths] {
+    ForwardOutput out = m.forward(ids, cache);
+    cache.set_lengths(lengths);
+  };
 }
 
 int64_t dtype_bytes(c10::ScalarType t) { return static_cast<int64_t>(c10::elementSize(t)); }
@@ -351,43 +349,77 @@ int run_bench_forward(const ForwardBenchArgs& a, const BenchCommon& c) {
   }
   auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
   json rows = json::array(), summary = json::array();
+  std::vector<std::string> speedups;  // --compare-kernels
+  const bool kernels_on = cpu_bf16::enabled();
   for (const auto& dname : dtypes) {
     const c10::ScalarType dtype = parse_dtype(dname, "--dtype");
-    const CausalLM m = CausalLM::load(dir, device, dtype);
-    const ModelConfig& cfg = m.config();
+    // The model as it runs by default, plus (--compare-kernels) the same weights loaded and run
+    // with the CPU kernels off. Each timed forward sets the switch for its own path.
+    struct Path {
+      std::string name;
+      bool kernels;
+      CausalLM model;
+    };
+    std::vector<Path> paths;
+    const bool uses_kernels = device.is_cpu() && dtype == at::kBFloat16 && cpu_bf16::available();
+    paths.push_back({uses_kernels ? "cpu kernels" : "aten", kernels_on, CausalLM::load(dir, device, dtype)});
+    if (a.compare_kernels && uses_kernels) {
+      cpu_bf16::set_enabled(false);
+      paths.push_back({"aten", false, CausalLM::load(dir, device, dtype)});
+      cpu_bf16::set_enabled(kernels_on);
+    }
+    const ModelConfig& cfg = paths[0].model.config();
     const int64_t params = param_count(cfg);
     label = a.model.empty() ? fmt::format("generated qwen3 {} (V={})", human_params(params), cfg.vocab_size)
                             : fs::path(a.model).lexically_normal().filename().string();
     if (label.empty()) label = fs::path(a.model).lexically_normal().parent_path().filename().string();
     const int64_t weight_bytes = streamed_param_count(cfg) * dtype_bytes(dtype);
-    std::map<std::pair<int, int>, double> ms;
+    std::map<std::tuple<size_t, int, int>, double> ms;  // (path, batch, tokens) -> median
     for (int B : batches) {
-      KVCache cache = prefilled_cache(m, B, a.context, a.gamma + 1);
+      std::vector<KVCache> caches;
+      for (const Path& p : paths) caches.push_back(prefilled_cache(p.model, B, a.context, a.gamma + 1));
       for (int T : {1, a.gamma + 1}) {
-        const double step_ms = time_decode_step(m, cache, T, warmup, repeats, gen);
-        ms[{B, T}] = step_ms;
-        const int64_t kv = kv_read_bytes(cfg, B, a.context + T, dtype);
-        json row = {{"model", label},
-                    {"params", params},
-                    {"streamed_params", streamed_param_count(cfg)},
-                    {"dtype", dtype_name(dtype)},
-                    {"batch", B},
-                    {"tokens_per_step", T},
-                    {"ms_per_step", step_ms},
-                    {"weight_bytes", weight_bytes},
-                    {"kv_bytes", kv},
-                    {"context", a.context},
-                    {"tokens_per_s", B * T / (step_ms / 1e3)}};
-        rows.push_back(row);
+        std::vector<std::function<void()>> steps;
+        for (size_t i = 0; i < paths.size(); ++i) {
+          std::function<void()> step = decode_step(paths[i].model, caches[i], T, gen);
+          steps.push_back([on = paths[i].kernels, step] {
+            cpu_bf16::set_enabled(on);
+            step();
+          });
+        }
+        const std::vector<double> medians = time_side_by_side(steps, warmup, repeats, device);
+        cpu_bf16::set_enabled(kernels_on);
+        for (size_t i = 0; i < paths.size(); ++i) {
+          const double step_ms = medians[i];
+          ms[{i, B, T}] = step_ms;
+          const int64_t kv = kv_read_bytes(cfg, B, a.context + T, dtype);
+          rows.push_back({{"model", label},
+                          {"path", paths[i].name},
+                          {"params", params},
+                          {"streamed_params", streamed_param_count(cfg)},
+                          {"dtype", dtype_name(dtype)},
+                          {"batch", B},
+                          {"tokens_per_step", T},
+                          {"ms_per_step", step_ms},
+                          {"weight_bytes", weight_bytes},
+                          {"kv_bytes", kv},
+                          {"context", a.context},
+                          {"tokens_per_s", B * T / (step_ms / 1e3)}});
+        }
+        if (paths.size() == 2)
+          speedups.push_back(fmt::format("{} batch {} × {} token(s): {:.2f}×", dtype_name(dtype), B, T,
+                                         ms[{1, B, T}] / ms[{0, B, T}]));
       }
     }
     const int bmax = *std::max_element(batches.begin(), batches.end());
     const int bmin = *std::min_element(batches.begin(), batches.end());
-    json s = {{"model", label}, {"dtype", dtype_name(dtype)}, {"params", params}, {"min_batch", bmin},
-              {"max_batch", bmax}, {"gamma", a.gamma}};
-    s["verify_over_decode_b1"] = ms[{bmin, a.gamma + 1}] / ms[{bmin, 1}];
-    s["throughput_max_batch_over_b1"] = (bmax / ms[{bmax, 1}]) / (bmin / ms[{bmin, 1}]);
-    summary.push_back(s);
+    for (size_t i = 0; i < paths.size(); ++i) {
+      json s = {{"model", label}, {"path", paths[i].name}, {"dtype", dtype_name(dtype)}, {"params", params},
+                {"min_batch", bmin}, {"max_batch", bmax}, {"gamma", a.gamma}};
+      s["verify_over_decode_b1"] = ms[{i, bmin, a.gamma + 1}] / ms[{i, bmin, 1}];
+      s["throughput_max_batch_over_b1"] = (bmax / ms[{i, bmax, 1}]) / (bmin / ms[{i, bmin, 1}]);
+      summary.push_back(s);
+    }
   }
   bw.push_back(bandwidth_json(measure_bandwidth(bandwidth_options(c, device)), "end"));
   const double floor_bw = max_read(bw);
@@ -428,7 +460,13 @@ int run_bench_forward(const ForwardBenchArgs& a, const BenchCommon& c) {
     md += fmt::format("- generated model: Qwen3, {} parameters incl. tied embeddings ({} streamed per step), random "
                       "bf16 weights\n",
                       rows[0]["params"].get<int64_t>(), rows[0]["streamed_params"].get<int64_t>());
+  if (!speedups.empty()) {
+    md += "- CPU kernels vs plain ATen, timed side by side (ATen ms ÷ kernels ms):";
+    for (size_t i = 0; i < speedups.size(); ++i) md += (i ? "; " : " ") + speedups[i];
+    md += "\n";
+  }
   md += "\n" + markdown_table({{"model", "model", -1},
+                                {"path", "path", -1},
                                 {"dtype", "dtype", -1},
                                 {"batch", "batch", -1},
                                 {"tokens_per_step", "tokens/step", -1},
@@ -437,7 +475,7 @@ int run_bench_forward(const ForwardBenchArgs& a, const BenchCommon& c) {
                                 {"ratio", "ratio", 2},
                                 {"tokens_per_s", "tokens/s", 1}},
                                rows);
-  std::vector<Column> scol = {{"model", "model", -1}, {"dtype", "dtype", -1},
+  std::vector<Column> scol = {{"model", "model", -1}, {"path", "path", -1}, {"dtype", "dtype", -1},
                               {"verify_over_decode_b1", fmt::format("verify {} ÷ decode 1 (batch {})", a.gamma + 1,
                                                                     summary.empty() ? 1 : summary[0]["min_batch"].get<int>()), 2},
                               {"throughput_max_batch_over_b1",
@@ -488,7 +526,7 @@ int run_bench_verify(const VerifyBenchArgs& a, const BenchCommon& c) {
     double forward_ms = 0;
     {
       KVCache cache = prefilled_cache(m, B, context, G + 1);
-      forward_ms = time_decode_step(m, cache, G + 1, warmup, repeats, gen);
+      forward_ms = time_ms(decode_step(m, cache, G + 1, gen), warmup, repeats, device);
     }
     // Target logits and a draft distribution correlated with it (so acceptance is realistic).
     at::Tensor logits = (at::randn({B, G + 1, V}, gen, at::kFloat) * 2.0).to(device);

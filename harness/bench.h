@@ -53,7 +53,7 @@ void write_random_qwen3(const GeneratedModelSpec& spec, const std::filesystem::p
 // bench bandwidth — rows: [{kernel: "read"|"copy", gbps, bytes, best_s, runs, threads, convention}]
 int run_bench_bandwidth(const BenchCommon& common);
 
-// bench forward — rows: [{model, params, streamed_params, dtype, batch, tokens_per_step, ms_per_step, floor_ms,
+// bench forward — rows: [{model, path ("cpu kernels" | "aten"), params, streamed_params, dtype, batch, tokens_per_step, ms_per_step, floor_ms,
 // ratio, tokens_per_s, weight_bytes, kv_bytes, context}] (ms_per_step: median of `repeats`;
 // tokens_per_s = batch·tokens_per_step ÷ step time); "summary": [{model, dtype,
 // verify_over_decode_b1 (γ+1-token step ÷ 1-token step at batch 1), max_batch,
@@ -64,6 +64,9 @@ struct ForwardBenchArgs {
   std::vector<int> batches;          // default: 1, 4, 16
   int gamma = 5;
   int context = 128;
+  // bf16 on a CPU with the decoders/cpu_bf16 kernels: also load the model with them off and time
+  // both paths side by side (rows get path "aten"; markdown adds the per-shape speedups).
+  bool compare_kernels = false;
 };
 int run_bench_forward(const ForwardBenchArgs& args, const BenchCommon& common);
 

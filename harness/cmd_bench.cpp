@@ -46,6 +46,8 @@ void add_bench_commands(CLI::App& app, CommonOptions& common, int& exit_code) {
     sub->add_option("--batch", args->batches, "Batch sizes, e.g. 1,4,16")->delimiter(',');
     sub->add_option("--gamma", args->gamma, "Draft tokens per step (a verify forward scores γ+1)")->capture_default_str();
     sub->add_option("--context", args->context, "Positions already in the KV cache")->capture_default_str();
+    sub->add_flag("--compare-kernels", args->compare_kernels,
+                  "bf16 on CPU: also time the plain-ATen path (CPU kernels off), side by side");
     sub->callback([args, bc, &common, &exit_code] { exit_code = run_bench_forward(*args, merged(common, *bc)); });
   }
   {
