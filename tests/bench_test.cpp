@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -158,14 +159,32 @@ TEST(BenchCli, ForwardOnGeneratedCheckpointAndMarkdown) {
   const int64_t D = 64, I = 128, hd = 16, H = 4, K = 2, V = 1000, L = 2;
   const int64_t per_layer = 2 * D + (H + 2 * K) * hd * D + H * hd * D + 3 * I * D + 2 * hd;
   const int64_t params = L * per_layer + D + V * D;
-  EXPECT_NE(r.out.find("| model | dtype | batch | tokens/step | ms/step | floor ms | ratio | tokens/s |"),
+  EXPECT_NE(r.out.find("| model | path | dtype | batch | tokens/step | ms/step | floor ms | ratio | tokens/s |"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("- bandwidth (start): read "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("- bandwidth (end): read "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("- environment: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(std::to_string(params) + " parameters"), std::string::npos) << params << "\n" << r.out;
-  EXPECT_NE(r.out.find("| float32 | 3 | 6 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| aten | float32 | 3 | 6 |"), std::string::npos) << r.out;
+}
+
+TEST(BenchCli, ForwardCompareKernelsTimesBothPathsSideBySide) {
+  json j = run_json("bench forward --quick --dtype bfloat16 --batch 1 --compare-kernels --json");
+  expect_header(j, "forward", 2);
+  std::map<std::string, int> per_path;
+  for (const auto& r : j["rows"]) ++per_path[r["path"].get<std::string>()];
+  if (per_path.count("cpu kernels")) {
+    // Same shapes on both paths, one summary each.
+    EXPECT_EQ(per_path["cpu kernels"], 2);
+    EXPECT_EQ(per_path["aten"], 2);
+    ASSERT_EQ(j["summary"].size(), 2u);
+    EXPECT_EQ(j["summary"][1]["path"], "aten");
+  } else {
+    // No AVX-512 BF16 here (or EARS_NO_CPU_KERNELS): only the ATen path exists.
+    EXPECT_EQ(per_path["aten"], 2);
+    EXPECT_EQ(per_path.size(), 1u);
+  }
 }
 
 TEST(BenchCli, VerifyQuickJson) {
