@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
 #define EARS_CPU_BF16_X86 1
@@ -243,6 +244,40 @@ EARS_AVX512_BF16 void rms_norm_rows(const uint16_t* x, int64_t outer, int64_t ou
     }
 }
 
+namespace {
+// v rounded to bf16 (nearest even) and widened back to fp32.
+EARS_AVX512_BF16 inline __m512 round_bf16(__m512 v) {
+  const __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+}  // namespace
+
+EARS_AVX512_BF16 void rope_rows(const uint16_t* x, int64_t outer, int64_t outer_stride, int64_t n_heads,
+                                int64_t hd, const uint16_t* cos, const uint16_t* sin, uint16_t* y) {
+  const int64_t half = hd / 2;
+  for (int64_t o = 0; o < outer; ++o) {
+    const uint16_t* c = cos + o * hd;
+    const uint16_t* s = sin + o * hd;
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const uint16_t* xr = x + o * outer_stride + h * hd;
+      uint16_t* yr = y + (o * n_heads + h) * hd;
+      for (int64_t j = 0; j < half; j += 16) {
+        const __mmask16 m = half - j >= 16 ? static_cast<__mmask16>(0xffff)
+                                           : static_cast<__mmask16>((1u << (half - j)) - 1);
+        const __m512 lo = load16_f32(xr + j, m), hi = load16_f32(xr + half + j, m);
+        // rotate_half(x) = cat(-x[half:], x[:half])
+        const __m512 out_lo = _mm512_add_ps(round_bf16(_mm512_mul_ps(lo, load16_f32(c + j, m))),
+                                            round_bf16(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), hi),
+                                                                     load16_f32(s + j, m))));
+        const __m512 out_hi = _mm512_add_ps(round_bf16(_mm512_mul_ps(hi, load16_f32(c + half + j, m))),
+                                            round_bf16(_mm512_mul_ps(lo, load16_f32(s + half + j, m))));
+        _mm256_mask_storeu_epi16(yr + j, m, (__m256i)_mm512_cvtneps_pbh(out_lo));
+        _mm256_mask_storeu_epi16(yr + half + j, m, (__m256i)_mm512_cvtneps_pbh(out_hi));
+      }
+    }
+  }
+}
+
 // ---- AMX ----
 
 int64_t amx_packed_elems(int64_t N, int64_t K) { return (N + 31) / 32 * 32 * ((K + 31) / 32 * 32); }
@@ -321,6 +356,16 @@ EARS_AMX void amx_gemm(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t
                        const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t nb0, int64_t nb1) {
   const int64_t kchunks = (K + 31) / 32;
   alignas(64) float c[16 * 32];
+  // The tiles read 16 rows x 32 columns: a zero-padded per-thread copy of x unless it already has
+  // that shape (decode steps always need one: 1..15 rows).
+  if (M % 16 != 0 || K % 32 != 0) {
+    thread_local std::vector<uint16_t> xp;
+    const int64_t Mp = (M + 15) / 16 * 16, Kp = kchunks * 32;
+    xp.assign(static_cast<size_t>(Mp * Kp), 0);
+    for (int64_t m = 0; m < M; ++m) std::copy(x + m * ldx, x + m * ldx + K, xp.data() + m * Kp);
+    x = xp.data();
+    ldx = Kp;
+  }
   configure(16);
   // Weight block outer, 16-row blocks of x inner: each 32-row weight block is read from memory
   // once per call whatever M is (it stays in L2 across the row blocks).
@@ -355,6 +400,7 @@ EARS_AMX void amx_gemm(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t
 bool available() { return false; }
 bool amx_available() { return false; }
 void rms_norm_rows(const uint16_t*, int64_t, int64_t, int64_t, int64_t, const uint16_t*, bool, float, uint16_t*) {}
+void rope_rows(const uint16_t*, int64_t, int64_t, int64_t, int64_t, const uint16_t*, const uint16_t*, uint16_t*) {}
 int64_t amx_packed_elems(int64_t N, int64_t K) { return (N + 31) / 32 * 32 * ((K + 31) / 32 * 32); }
 void amx_pack(const uint16_t*, int64_t, int64_t, uint16_t*) {}
 void amx_unpack(const uint16_t*, int64_t, int64_t, uint16_t*) {}

@@ -46,15 +46,12 @@ void gemm_nt(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* w, int64
 // the kernels are enabled.
 bool amx_available();
 int64_t amx_packed_elems(int64_t N, int64_t K);
-inline int64_t amx_pad_rows(int64_t M) { return (M + 15) / 16 * 16; }
-inline int64_t amx_pad_cols(int64_t K) { return (K + 31) / 32 * 32; }
 void amx_pack(const uint16_t* w, int64_t N, int64_t K, uint16_t* packed);
 void amx_unpack(const uint16_t* packed, int64_t N, int64_t K, uint16_t* w);
 // y[m * ldy + n] = bf16(sum_k x[m * ldx + k] * w[n, k] + bias[n]) for m < M and the 32-row
 // weight blocks [nb0, nb1) (n < N). Each (m, n) accumulates in fp32, 32 products per tile step in
 // k order, independently of M and of the other rows: row-invariant for every M.
-// x must hold ceil(M / 16) * 16 rows of ldx >= ceil(K / 32) * 32 elements, zero past row M and
-// column K (tiles always read 16 x 32); amx_pad_rows / amx_pad_cols give the padded shape.
+// (Tiles read 16 rows x 32 columns; other shapes of x go through a zero-padded per-thread copy.)
 void amx_gemm(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* packed, int64_t N, int64_t K,
               const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t nb0, int64_t nb1);
 
@@ -63,6 +60,12 @@ void amx_gemm(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* packed,
 // y + (o * inner + i) * D; it uses weight row i when w_per_inner (a [inner, D] weight) else w.
 void rms_norm_rows(const uint16_t* x, int64_t outer, int64_t outer_stride, int64_t inner, int64_t D,
                    const uint16_t* w, bool w_per_inner, float eps, uint16_t* y);
+
+// NeoX RoPE with Hugging Face bf16 roundings: y = bf16(bf16(x * cos) + bf16(rotate_half(x) * sin)).
+// Token o has n_heads rows of hd elements at x + o * outer_stride + h * hd and one cos/sin row
+// (cos + o * hd); y is contiguous [outer, n_heads, hd]. hd even.
+void rope_rows(const uint16_t* x, int64_t outer, int64_t outer_stride, int64_t n_heads, int64_t hd,
+               const uint16_t* cos, const uint16_t* sin, uint16_t* y);
 
 // One query row over keys [0, n_keys) of one KV head, Hugging Face eager numerics in bf16:
 //   s_j = bf16(bf16(q . k_j) * scale); p = bf16(softmax_fp32(s)); out = bf16(sum_j p_j v_j).

@@ -82,19 +82,21 @@ Eagle3Head Eagle3Head::load(const std::filesystem::path& dir, const CausalLM& ta
     fail("{}: fc.weight takes {} features but {} aux layers x target hidden {} = {}; set draft.aux_layers to the "
          "ids the head was trained with",
          dir.string(), ckpt.shape("fc.weight")[1], ids.size(), tc.hidden_size, fc_in);
-  head.fc_w_ = w("fc.weight", {d, fc_in});
-  if (ckpt.contains("fc.bias")) head.fc_b_ = w("fc.bias", {d});
+  head.fc_ = layers::prepare_linear(w("fc.weight", {d, fc_in}),
+                                    ckpt.contains("fc.bias") ? w("fc.bias", {d}) : at::Tensor());
   head.input_norm_ = w(p + "input_layernorm.weight", {d});
   head.hidden_norm_ = w(p + "hidden_norm.weight", {d});
   head.post_norm_ = w(p + "post_attention_layernorm.weight", {d});
-  head.qkv_w_ = at::cat({w(p + "self_attn.q_proj.weight", {H * hd, 2 * d}), w(p + "self_attn.k_proj.weight", {K * hd, 2 * d}),
-                         w(p + "self_attn.v_proj.weight", {K * hd, 2 * d})},
-                        0);
-  head.o_w_ = w(p + "self_attn.o_proj.weight", {d, H * hd});
-  head.gate_up_w_ = at::cat({w(p + "mlp.gate_proj.weight", {I, d}), w(p + "mlp.up_proj.weight", {I, d})}, 0);
-  head.down_w_ = w(p + "mlp.down_proj.weight", {d, I});
+  head.qkv_ = layers::prepare_linear(at::cat({w(p + "self_attn.q_proj.weight", {H * hd, 2 * d}),
+                                              w(p + "self_attn.k_proj.weight", {K * hd, 2 * d}),
+                                              w(p + "self_attn.v_proj.weight", {K * hd, 2 * d})},
+                                             0));
+  head.o_ = layers::prepare_linear(w(p + "self_attn.o_proj.weight", {d, H * hd}));
+  head.gate_up_ = layers::prepare_linear(
+      at::cat({w(p + "mlp.gate_proj.weight", {I, d}), w(p + "mlp.up_proj.weight", {I, d})}, 0));
+  head.down_ = layers::prepare_linear(w(p + "mlp.down_proj.weight", {d, I}));
   head.norm_ = w("norm.weight", {d});
-  head.lm_head_ = w("lm_head.weight", {head.draft_vocab_, d});
+  head.lm_head_ = layers::prepare_linear(w("lm_head.weight", {head.draft_vocab_, d}));
   if (ckpt.contains("embed_tokens.weight")) {
     head.embed_ = w("embed_tokens.weight", {tc.vocab_size, d});
     head.own_embed_ = true;
@@ -133,21 +135,21 @@ Eagle3Head::Output Eagle3Head::forward(const at::Tensor& token_ids, const at::Te
   const int64_t B = token_ids.size(0), T = token_ids.size(1);
   const int64_t d = c.hidden_size, H = c.num_attention_heads, K = c.num_key_value_heads, hd = c.head_dim;
   const double eps = c.rms_norm_eps;
-  const at::Tensor g = from_target ? layers::linear(hidden.to(dtype_), fc_w_, fc_b_) : hidden;
+  const at::Tensor g = from_target ? layers::linear(hidden.to(dtype_), fc_) : hidden;
   const at::Tensor emb = at::embedding(embed_, token_ids);
   const at::Tensor x = at::cat({layers::rms_norm(emb, input_norm_, eps), layers::rms_norm(g, hidden_norm_, eps)}, -1);
 
   const KVCache::Append plan = cache.prepare_append(T);
   const layers::RopeTables rope = layers::rope_tables(inv_freq_, plan.positions, dtype_);
-  const at::Tensor qkv = layers::linear(x, qkv_w_);
+  const at::Tensor qkv = layers::linear(x, qkv_);
   at::Tensor q = layers::apply_rope(qkv.narrow(-1, 0, H * hd).view({B, T, H, hd}), rope);
   at::Tensor k = layers::apply_rope(qkv.narrow(-1, H * hd, K * hd).view({B, T, K, hd}), rope);
   const at::Tensor v = qkv.narrow(-1, (H + K) * hd, K * hd).view({B, T, K, hd});
   cache.write(0, plan, k, v);
   const at::Tensor attn = layers::attention(q, cache.keys(0, plan), cache.values(0, plan), plan.blocked,
                                             std::pow(static_cast<double>(hd), -0.5), plan.positions);
-  at::Tensor h = g + layers::linear(attn, o_w_);
-  h = h + layers::silu_mlp(layers::rms_norm(h, post_norm_, eps), gate_up_w_, down_w_);
+  at::Tensor h = g + layers::linear(attn, o_);
+  h = h + layers::silu_mlp(layers::rms_norm(h, post_norm_, eps), gate_up_, down_);
   cache.commit(plan);
 
   Output out;

@@ -63,8 +63,8 @@ class Eagle3Head {
   std::vector<int> aux_layers_;
   int64_t draft_vocab_ = 0, target_vocab_ = 0;
   bool own_embed_ = false;
-  at::Tensor embed_, fc_w_, fc_b_, input_norm_, hidden_norm_, post_norm_, qkv_w_, o_w_, gate_up_w_, down_w_,
-      norm_, lm_head_, inv_freq_, draft_to_target_;
+  at::Tensor embed_, input_norm_, hidden_norm_, post_norm_, norm_, inv_freq_, draft_to_target_;
+  layers::LinearWeight fc_, qkv_, o_, gate_up_, down_, lm_head_;
 };
 
 // The drafter driving an Eagle3Head inside the engine (first step from the target's features,

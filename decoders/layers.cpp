@@ -51,7 +51,8 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
     int64_t outer_stride = -1;
     if (x.is_contiguous()) {
       outer_stride = inner * D;
-    } else if (x.dim() == 4 && x.stride(3) == 1 && x.stride(2) == D && x.stride(0) == x.size(1) * x.stride(1) &&
+    } else if (x.dim() == 4 && x.stride(3) == 1 && x.stride(2) == D &&
+               (x.size(0) == 1 || x.stride(0) == x.size(1) * x.stride(1)) &&
                (per_inner || x.size(2) == 1)) {
       outer_stride = x.stride(1);
     }
@@ -155,21 +156,17 @@ at::Tensor linear(const at::Tensor& x, const LinearWeight& lw) {
   out_sizes.back() = N;
   at::Tensor y = at::empty({rows, N}, x.options());
   if (rows == 0) return y.view(out_sizes);
-  // The tiles read 16 rows x 32 columns at a time: a zero-padded copy when x is not that shape.
-  const int64_t Mp = cpu_bf16::amx_pad_rows(rows), Kp = cpu_bf16::amx_pad_cols(in);
-  at::Tensor x2 = x.reshape({rows, in});
-  if (Mp != rows || Kp != in || !x2.is_contiguous()) {
-    at::Tensor padded = at::zeros({Mp, Kp}, x.options());
-    padded.narrow(0, 0, rows).narrow(1, 0, in).copy_(x2);
-    x2 = padded;
-  }
+  const at::Tensor x2 = x.reshape({rows, in}).contiguous();
   const uint16_t* xb = bits(x2);
   const uint16_t* wb = bits(lw.packed);
   const at::Tensor bias = lw.bias.defined() ? lw.bias.to(at::kBFloat16).contiguous() : at::Tensor();
   const uint16_t* bb = bias.defined() ? bits(bias) : nullptr;
   uint16_t* yb = bits_mut(y);
-  at::parallel_for(0, (N + 31) / 32, 4, [&](int64_t nb0, int64_t nb1) {
-    cpu_bf16::amx_gemm(xb, Kp, rows, wb, N, in, bb, yb, N, nb0, nb1);
+  // Weight blocks of 32 rows; a thread takes at least ~256 KiB of weights (forking for less costs
+  // more than it saves: the bundled tiny models' linears are 128-512 KiB).
+  const int64_t grain = std::max<int64_t>(1, (int64_t{256} << 10) / (32 * 2 * in));
+  at::parallel_for(0, (N + 31) / 32, grain, [&](int64_t nb0, int64_t nb1) {
+    cpu_bf16::amx_gemm(xb, in, rows, wb, N, in, bb, yb, N, nb0, nb1);
   });
   return y.view(out_sizes);
 }
@@ -214,6 +211,18 @@ RopeTables rope_tables(const at::Tensor& inv_freq, const at::Tensor& positions, 
 
 at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope) {
   // x: [B, T, n, hd]; cos/sin: [B, T, hd] -> broadcast over heads.
+  const int64_t hd = x.size(-1);
+  if (x.dim() == 4 && x.numel() > 0 && hd % 2 == 0 && cpu_bf16::available() && x.device().is_cpu() &&
+      x.scalar_type() == at::kBFloat16 && rope.cos.scalar_type() == at::kBFloat16 &&
+      rope.sin.scalar_type() == at::kBFloat16 && rope.cos.is_contiguous() && rope.sin.is_contiguous() &&
+      rope.cos.numel() == x.size(0) * x.size(1) * hd && rope.sin.numel() == rope.cos.numel() &&
+      x.stride(3) == 1 && x.stride(2) == hd && (x.size(0) == 1 || x.stride(0) == x.size(1) * x.stride(1)) &&
+      !(at::GradMode::is_enabled() && x.requires_grad())) {
+    at::Tensor y = at::empty(x.sizes(), x.options());
+    cpu_bf16::rope_rows(bits(x), x.size(0) * x.size(1), x.stride(1), x.size(2), hd, bits(rope.cos), bits(rope.sin),
+                        bits_mut(y));
+    return y;
+  }
   const int64_t half = x.size(-1) / 2;
   const at::Tensor cos = rope.cos.unsqueeze(2);
   const at::Tensor sin = rope.sin.unsqueeze(2);
@@ -241,7 +250,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
     const int64_t* pb = pos.data_ptr<int64_t>();
     uint16_t* ob = bits_mut(out);
     const float fscale = static_cast<float>(scale);
-    at::parallel_for(0, B * T * H, 1, [&](int64_t r0, int64_t r1) {
+    at::parallel_for(0, B * T * H, 16, [&](int64_t r0, int64_t r1) {  // >= 16 query rows per thread
       std::vector<float> scratch(static_cast<size_t>(S));
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t bt = r / H, h = r % H, b = bt / T, kvh = h / G;

@@ -543,6 +543,26 @@ TEST(CpuBf16, RmsNormMatchesTheFormulaOnRowsAndHeadViews) {
   EXPECT_LE(mean_abs(hy, formula(heads, hw)), 1e-3);
 }
 
+TEST(CpuBf16, RopeKernelRoundsLikeTheBf16Formula) {
+  SKIP_WITHOUT_CPU_BF16();
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(15);
+  // hd = 40: half = 20, one 16-lane chunk plus a masked one per half; q and k heads as a strided view.
+  const int64_t B = 2, T = 3, n = 5, hd = 40;
+  const at::Tensor qkv = (at::randn({B, T, (n + 2) * hd}, gen, at::kFloat) * 2).to(at::kBFloat16);
+  const at::Tensor x = qkv.narrow(-1, 0, n * hd).view({B, T, n, hd});
+  const at::Tensor pos = at::tensor(std::vector<int64_t>{3, 4, 5, 17, 18, 19}, at::kLong).view({B, T});
+  ears::RopeConfig rc;
+  rc.theta = 10000.0;
+  const ears::layers::RopeTables rope =
+      ears::layers::rope_tables(ears::layers::rope_inv_freq(hd, rc, at::kCPU), pos, at::kBFloat16);
+  const at::Tensor y = ears::layers::apply_rope(x, rope);
+  // The formula in bf16 tensor ops (each op rounds once, as Hugging Face eager does).
+  const at::Tensor cos = rope.cos.unsqueeze(2), sin = rope.sin.unsqueeze(2);
+  const at::Tensor rot = at::cat({x.narrow(-1, hd / 2, hd / 2).neg(), x.narrow(-1, 0, hd / 2)}, -1);
+  const at::Tensor ref = x * cos + rot * sin;
+  EXPECT_TRUE(at::equal(y, ref)) << "max |diff| " << max_abs(y, ref);
+}
+
 TEST(CpuBf16, AttentionKernelMatchesAtenPathAndIgnoresKeysPastThePosition) {
   SKIP_WITHOUT_CPU_BF16();
   auto gen = at::make_generator<at::CPUGeneratorImpl>(12);
