@@ -1,21 +1,27 @@
-// bf16 kernels for decode-sized forwards on x86 CPUs with AVX-512 BF16 (Intel Cooper Lake,
-// Sapphire Rapids and later; AMD Zen 4 and later). layers::linear and layers::attention call
-// them on the CPU for bf16 activations when few rows are computed (decode steps, verification of
-// gamma+1 tokens); everything else, and every other device, takes the ATen path.
+// bf16 kernels for the CPU decoding loop on x86 CPUs with AVX-512 BF16 (Intel Cooper Lake /
+// Sapphire Rapids and later, AMD Zen 4 and later) and AMX (Sapphire Rapids and later). The
+// functional layers (decoders/layers.h) call them for bf16 CPU tensors without autograd; every
+// other device and dtype takes plain ATen:
+//   - linear with a prepared weight (layers::prepare_linear, the target and the EAGLE-3 head):
+//     AMX tiles over a weight repacked once at load, any number of rows;
+//   - linear with a plain weight and <= 8 rows: vdpbf16ps row dots (AVX-512 BF16 without AMX);
+//   - attention for <= 8 new tokens per sequence (decode, verification), at any batch;
+//   - RMSNorm and RoPE, one pass each instead of 5-8 ATen ops.
 //
-// Why: LibTorch's bf16 GEMM (oneDNN) costs >= 25 us per call however small the product, and at
-// 1-6 rows it streams weights at ~60% of the rate a plain row-dot loop reaches. A decode step of
-// a 100M-parameter model makes ~75 such calls.
+// Why (measured on the 2-vCPU dev VM, `ears-bench bench forward --compare-kernels`): LibTorch
+// 1.13's bf16 GEMM costs >= 25 us per call however small the product and streams weights at well
+// under the bandwidth a plain tile loop reaches; the small elementwise ops of a layer cost 3-10 us
+// each. A 100M-parameter decode step ran 2.1-2.5x faster with these kernels.
 //
-// Numerics: every output element is a dot product accumulated in fp32 (vdpbf16ps, 32 products
-// per step along the row, in index order), then summed across lanes in a fixed order and
-// rounded once to bf16 (round to nearest even). The order depends only on the row length, never
-// on how many rows are computed together, so a token's logits are bit-identical whether it is
-// decoded alone or verified among gamma+1 tokens (T = 0 speculative == target-only greedy).
+// Numerics: every dot product accumulates in fp32 in an order that depends only on its length,
+// never on how many rows are computed together, and rounds once to bf16 (nearest even); RMSNorm,
+// RoPE and attention round where Hugging Face eager bf16 rounds. So a token's logits are
+// bit-identical whether it is decoded alone or verified among gamma+1 tokens (T = 0 speculative ==
+// target-only greedy), at every batch size.
 //
-// Plain C++ on raw bf16 bit patterns (uint16_t); no ATen here, so the AVX-512 code generated
-// for this file (function target attributes) never leaks into inline functions shared with other
-// translation units.
+// Plain C++ on raw bf16 bit patterns (uint16_t); no ATen here, so the AVX-512 / AMX code
+// generated for this file (function target attributes) never leaks into inline functions shared
+// with other translation units.
 #pragma once
 
 #include <cstdint>

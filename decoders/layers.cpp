@@ -18,17 +18,19 @@ namespace layers {
 
 namespace {
 
-// The bf16 CPU kernels (decoders/cpu_bf16.h) serve products of at most this many rows: a batch-1
-// decode step and the verification of gamma+1 <= 8 tokens. Measured on the 2-vCPU dev VM
-// (100M-parameter model, 768 -> 4096 and 768 -> 32000): at 1-6 rows they are 1.3-2x faster than
-// LibTorch's GEMM, at 16 rows 1.1-1.7x slower (vdpbf16ps throughput, not memory, then limits).
-// Kernel and GEMM round differently, so T=0 bit-identity of speculative vs target-only decoding
-// holds when every forward of a sequence stays on one side of this bound: always at batch 1
-// (gamma <= 7). At larger batches set EARS_NO_CPU_KERNELS=1 to keep it (README, Performance).
-constexpr int64_t kKernelMaxRows = 8;
+// Bounds for the two kernels that are not used for every size (decoders/cpu_bf16.h):
+//  - row dots for a linear with a PLAIN weight (CPUs with AVX-512 BF16 but no AMX; prepared
+//    weights on AMX CPUs take amx_gemm at any size): at most 8 rows, where they beat LibTorch's
+//    GEMM 1.3-2x (measured, 768 -> 4096 and 768 -> 32000); at 16 rows they were 1.1-1.7x slower.
+//    The two round differently, so on such CPUs T=0 identity holds only while every forward of a
+//    sequence stays on one side (batch 1, gamma <= 7); EARS_NO_CPU_KERNELS=1 restores it;
+//  - attention: at most 16 new tokens per sequence (decode steps and verification of gamma <= 15
+//    drafts, at any batch size); longer prefills take the ATen path, the same in every arm.
+constexpr int64_t kRowDotMaxRows = 8;
+constexpr int64_t kAttentionMaxTokens = 16;
 
-bool cpu_bf16_kernel(const at::Tensor& x, int64_t rows) {
-  return rows <= kKernelMaxRows && x.device().is_cpu() && x.scalar_type() == at::kBFloat16 &&
+bool cpu_bf16_kernel(const at::Tensor& x, int64_t rows, int64_t max_rows) {
+  return rows <= max_rows && x.device().is_cpu() && x.scalar_type() == at::kBFloat16 &&
          !(at::GradMode::is_enabled() && x.requires_grad()) && cpu_bf16::available();
 }
 
@@ -76,7 +78,7 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bi
   const int64_t rows = in == 0 ? 0 : x.numel() / in;
   std::vector<int64_t> out_sizes(x.sizes().begin(), x.sizes().end());
   out_sizes.back() = w.size(0);
-  if (rows > 0 && cpu_bf16_kernel(x, rows) && w.scalar_type() == at::kBFloat16 && w.dim() == 2 &&
+  if (rows > 0 && cpu_bf16_kernel(x, rows, kRowDotMaxRows) && w.scalar_type() == at::kBFloat16 && w.dim() == 2 &&
       w.size(1) == in && w.is_contiguous() && !(at::GradMode::is_enabled() && w.requires_grad()) &&
       (!bias.defined() || (bias.scalar_type() == at::kBFloat16 && bias.is_contiguous()))) {
     const at::Tensor x2 = x.reshape({rows, in}).contiguous();
@@ -237,7 +239,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), hd = q.size(3);
   const int64_t K = k.size(1), S = k.size(2);
   const int64_t G = H / K;
-  if (positions.defined() && cpu_bf16_kernel(q, T) && k.scalar_type() == at::kBFloat16 &&
+  if (positions.defined() && cpu_bf16_kernel(q, T, kAttentionMaxTokens) && k.scalar_type() == at::kBFloat16 &&
       v.scalar_type() == at::kBFloat16 && k.stride(3) == 1 && v.stride(3) == 1 && hd <= 512 &&
       !(at::GradMode::is_enabled() && (k.requires_grad() || v.requires_grad()))) {
     // One query row per (b, t, h) over its visible prefix of keys: positions[b, t] + 1 of them.

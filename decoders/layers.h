@@ -36,8 +36,8 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
 // x @ w^T (+ bias). w: [out, in] (nn.Linear layout); bias may be undefined. In bf16/fp16 every
 // row rounds the same whatever the number of rows: on a CPU with AVX-512 BF16, products of up to
-// 128 rows run decoders/cpu_bf16's row-invariant kernel; elsewhere a single row is computed as two
-// (LibTorch's GEMM rounds a lone row differently).
+// 8 rows run decoders/cpu_bf16's row dots; elsewhere a single row is computed as two (LibTorch's
+// GEMM rounds a lone row differently). Model weights go through prepare_linear below instead.
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias = at::Tensor());
 
 // A linear layer's weight [out, in] (nn.Linear layout) and optional bias, prepared once for the
@@ -85,8 +85,9 @@ at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope);
 // Returns [B, T, H*hd] (heads concatenated in head order), contiguous.
 // positions: optional [B, T] int64 with blocked[b, t, s] == (s > positions[b, t]) (the KV-cache
 // case, KVCache::Append::positions). Given it, bf16 on a CPU with AVX-512 BF16 runs
-// decoders/cpu_bf16's attend_row per query row over its visible keys only, with the same
-// roundings (no matmul call overhead, no [B, K, T*G, S] temporaries).
+// decoders/cpu_bf16's attend_row per query row over its visible keys only (T <= 16), with the same
+// roundings (no matmul call overhead, no [B, K, T*G, S] temporaries). On an accelerator with
+// LibTorch >= 2.1: at::scaled_dot_product_attention (EARS_EAGER_ATTENTION=1: this eager path).
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const at::Tensor& blocked, double scale, const at::Tensor& positions = at::Tensor());
 

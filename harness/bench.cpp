@@ -451,7 +451,8 @@ int run_bench_forward(const ForwardBenchArgs& a, const BenchCommon& c) {
   md += "- " + doc["conventions"]["ms_per_step"].get<std::string>() + "; tokens/s = batch × tokens/step ÷ step time\n";
   const int64_t l3 = doc["env"]["l3_cache_bytes"].get<int64_t>();
   for (const auto& r : rows)
-    if (l3 > 0 && r["weight_bytes"].get<int64_t>() < l3 && r["batch"] == rows[0]["batch"] && r["tokens_per_step"] == 1)
+    if (l3 > 0 && r["weight_bytes"].get<int64_t>() < l3 && r["batch"] == rows[0]["batch"] &&
+        r["tokens_per_step"] == 1 && r["path"] == rows[0]["path"])
       md += fmt::format("- note: {} {} weights ({} MiB) fit in the reported L3 ({} MiB, shared on a VM): a ratio below 1 "
                         "is possible\n",
                         r["model"].get<std::string>(), r["dtype"].get<std::string>(),
