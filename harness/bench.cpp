@@ -654,7 +654,7 @@ std::vector<int32_t> parse_prompt_ids(const std::string& text) {
 int run_bench_e2e(const E2eBenchArgs& a, const BenchCommon& c) {
   const int threads = set_threads(c.threads);
   const c10::Device device = parse_device(c.device, "--device");
-  const int repeats = c.repeats > 0 ? c.repeats : (c.quick ? 1 : 3);
+  const int repeats = c.repeats > 0 ? c.repeats : (c.quick ? 1 : 5);
   std::vector<double> temps = a.temperatures.empty() ? std::vector<double>{0.0, 0.9} : a.temperatures;
 
   json bw = json::array({bandwidth_json(measure_bandwidth(bandwidth_options(c, device)), "start")});
@@ -691,7 +691,7 @@ int run_bench_e2e(const E2eBenchArgs& a, const BenchCommon& c) {
                            {"speculative", &speculative, VerifierSpec::Typical}};
   json rows = json::array();
   for (double T : temps) {
-    double base_tps = 0;
+    std::vector<DecodeParams> params;
     for (const auto& arm : arms) {
       DecodeParams p;
       p.sampling.temperature = T;
@@ -703,14 +703,24 @@ int run_bench_e2e(const E2eBenchArgs& a, const BenchCommon& c) {
       DecodeParams warm = p;
       warm.max_new_tokens = std::min<int64_t>(8, p.max_new_tokens);
       arm.engine->generate({req}, warm);
-      std::vector<GenResult> runs;
-      for (int r = 0; r < repeats; ++r) {
-        GenResult g = arm.engine->generate({req}, p).at(0);
+      params.push_back(p);
+    }
+    // The arms take turns run by run, in rotating order, so the VM's drift reaches them alike and
+    // the speedup column is a ratio measured side by side.
+    std::vector<std::vector<GenResult>> runs(arms.size());
+    for (int r = 0; r < repeats; ++r)
+      for (size_t k = 0; k < arms.size(); ++k) {
+        const size_t i = (k + static_cast<size_t>(r)) % arms.size();
+        GenResult g = arms[i].engine->generate({req}, params[i]).at(0);
         if (!g.error.empty()) fail("bench e2e: generation failed: {}", g.error);
-        runs.push_back(std::move(g));
+        runs[i].push_back(std::move(g));
       }
-      std::sort(runs.begin(), runs.end(), [](const GenResult& x, const GenResult& y) { return x.latency_s < y.latency_s; });
-      const GenResult& g = runs[runs.size() / 2];
+    double base_tps = 0;
+    for (size_t i = 0; i < arms.size(); ++i) {
+      const Arm& arm = arms[i];
+      std::vector<GenResult>& rs = runs[i];
+      std::sort(rs.begin(), rs.end(), [](const GenResult& x, const GenResult& y) { return x.latency_s < y.latency_s; });
+      const GenResult& g = rs[rs.size() / 2];
       const auto& st = g.stats;
       const double tps = g.ids.size() / g.latency_s;
       if (!arm.kind) base_tps = tps;
@@ -741,7 +751,7 @@ int run_bench_e2e(const E2eBenchArgs& a, const BenchCommon& c) {
   doc["conventions"] = kBandwidthConventions;
   doc["conventions"]["run"] = fmt::format(
       "one request of {} prompt ids, exactly {} new tokens (stop ids ignored), gamma {}, the median-latency run of "
-      "{} (after a short warm-up); tokens_per_s = new tokens / latency incl. prefill; distortion metric {}",
+      "{} per arm (after a short warm-up; the arms take turns run by run); tokens_per_s = new tokens / latency incl. prefill; distortion metric {}",
       prompt.size(), a.max_new_tokens, a.gamma, repeats, a.distortion ? "on" : "off");
   doc["conventions"]["split"] =
       "GenStats: prefill (incl. first token + drafter begin), draft (propose + accept), verify (target forward + "

@@ -89,7 +89,8 @@ int run_bench_verify(const VerifyBenchArgs& args, const BenchCommon& common);
 
 // bench e2e — rows: [{mode, verifier, temperature, new_tokens, steps, mean_accept_length,
 // tokens_per_s, speedup, prefill_ms, draft_ms, verify_ms, other_ms, host_syncs,
-// syncs_per_step, latency_ms}] (the median-latency run of `repeats`)
+// syncs_per_step, latency_ms}] (the median-latency run of `repeats` per arm; the arms take
+// turns run by run in rotating order, so speedup is a side-by-side ratio)
 struct E2eBenchArgs {
   std::string target, draft, draft_kind = "eagle3", dtype = "auto", prompt_ids;
   std::vector<double> temperatures;  // default: 0, 0.9
