@@ -29,9 +29,24 @@ namespace {
 constexpr int64_t kRowDotMaxRows = 8;
 constexpr int64_t kAttentionMaxTokens = 16;
 
-bool cpu_bf16_kernel(const at::Tensor& x, int64_t rows, int64_t max_rows) {
-  return rows <= max_rows && x.device().is_cpu() && x.scalar_type() == at::kBFloat16 &&
+// A bf16 CPU tensor outside autograd, and the kernels are on: decoders/cpu_bf16 may take it.
+bool cpu_bf16_tensor(const at::Tensor& x) {
+  return x.device().is_cpu() && x.scalar_type() == at::kBFloat16 &&
          !(at::GradMode::is_enabled() && x.requires_grad()) && cpu_bf16::available();
+}
+
+bool cpu_bf16_kernel(const at::Tensor& x, int64_t rows, int64_t max_rows) {
+  return rows <= max_rows && cpu_bf16_tensor(x);
+}
+
+// Stride between tokens when x [B, T, n, D] holds each token's n rows of D elements contiguously
+// one after another (contiguous, or a head view of a wider projection such as q and k inside the
+// fused qkv); -1 otherwise.
+int64_t token_stride(const at::Tensor& x) {
+  const int64_t D = x.size(-1);
+  if (x.dim() != 4 || x.stride(3) != 1 || x.stride(2) != D) return -1;
+  if (x.size(0) != 1 && x.stride(0) != x.size(1) * x.stride(1)) return -1;
+  return x.stride(1);
 }
 
 const uint16_t* bits(const at::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr()); }
@@ -43,20 +58,17 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   const int64_t D = x.size(-1);
   const bool per_inner = weight.dim() == 2;  // [inner, D]: one weight row per x.size(-2) index
   const int64_t inner = per_inner ? weight.size(0) : 1;
-  if (D > 0 && x.numel() > 0 && cpu_bf16::available() && x.device().is_cpu() && x.scalar_type() == at::kBFloat16 &&
-      weight.scalar_type() == at::kBFloat16 && weight.is_contiguous() && weight.size(-1) == D &&
-      (!per_inner || (x.dim() >= 3 && x.size(-2) == inner)) &&
-      !(at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad()))) {
+  if (D > 0 && x.numel() > 0 && cpu_bf16_tensor(x) && weight.scalar_type() == at::kBFloat16 &&
+      weight.is_contiguous() && weight.size(-1) == D && (!per_inner || (x.dim() >= 3 && x.size(-2) == inner)) &&
+      !(at::GradMode::is_enabled() && weight.requires_grad())) {
     // Rows as [outer, inner, D]: a contiguous x, or a [B, T, n, D] view of a wider projection
     // (the q and k heads of the fused qkv) whose D-element rows are contiguous.
     const int64_t outer = x.numel() / (inner * D);
     int64_t outer_stride = -1;
     if (x.is_contiguous()) {
       outer_stride = inner * D;
-    } else if (x.dim() == 4 && x.stride(3) == 1 && x.stride(2) == D &&
-               (x.size(0) == 1 || x.stride(0) == x.size(1) * x.stride(1)) &&
-               (per_inner || x.size(2) == 1)) {
-      outer_stride = x.stride(1);
+    } else if (per_inner || (x.dim() == 4 && x.size(2) == 1)) {
+      outer_stride = token_stride(x);
     }
     if (outer_stride >= 0) {
       at::Tensor y = at::empty(x.sizes(), x.options());
@@ -130,6 +142,7 @@ LinearWeight prepare_linear(const at::Tensor& w, const at::Tensor& bias) {
   lw.out_features = w.size(0);
   lw.in_features = w.size(1);
   if (w.device().is_cpu() && w.scalar_type() == at::kBFloat16 && !w.requires_grad() && cpu_bf16::amx_available()) {
+    if (bias.defined()) lw.bias = bias.to(at::kBFloat16).contiguous();  // the kernel reads it as bf16 bits
     const at::Tensor dense = w.contiguous();
     lw.packed = at::empty({cpu_bf16::amx_packed_elems(lw.out_features, lw.in_features)}, w.options());
     cpu_bf16::amx_pack(bits(dense), lw.out_features, lw.in_features, bits_mut(lw.packed));
@@ -161,8 +174,7 @@ at::Tensor linear(const at::Tensor& x, const LinearWeight& lw) {
   const at::Tensor x2 = x.reshape({rows, in}).contiguous();
   const uint16_t* xb = bits(x2);
   const uint16_t* wb = bits(lw.packed);
-  const at::Tensor bias = lw.bias.defined() ? lw.bias.to(at::kBFloat16).contiguous() : at::Tensor();
-  const uint16_t* bb = bias.defined() ? bits(bias) : nullptr;
+  const uint16_t* bb = lw.bias.defined() ? bits(lw.bias) : nullptr;
   uint16_t* yb = bits_mut(y);
   // Weight blocks of 32 rows; a thread takes at least ~256 KiB of weights (forking for less costs
   // more than it saves: the bundled tiny models' linears are 128-512 KiB).
@@ -214,12 +226,10 @@ RopeTables rope_tables(const at::Tensor& inv_freq, const at::Tensor& positions, 
 at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope) {
   // x: [B, T, n, hd]; cos/sin: [B, T, hd] -> broadcast over heads.
   const int64_t hd = x.size(-1);
-  if (x.dim() == 4 && x.numel() > 0 && hd % 2 == 0 && cpu_bf16::available() && x.device().is_cpu() &&
-      x.scalar_type() == at::kBFloat16 && rope.cos.scalar_type() == at::kBFloat16 &&
-      rope.sin.scalar_type() == at::kBFloat16 && rope.cos.is_contiguous() && rope.sin.is_contiguous() &&
-      rope.cos.numel() == x.size(0) * x.size(1) * hd && rope.sin.numel() == rope.cos.numel() &&
-      x.stride(3) == 1 && x.stride(2) == hd && (x.size(0) == 1 || x.stride(0) == x.size(1) * x.stride(1)) &&
-      !(at::GradMode::is_enabled() && x.requires_grad())) {
+  if (x.dim() == 4 && x.numel() > 0 && hd % 2 == 0 && cpu_bf16_tensor(x) && token_stride(x) >= 0 &&
+      rope.cos.scalar_type() == at::kBFloat16 && rope.sin.scalar_type() == at::kBFloat16 &&
+      rope.cos.is_contiguous() && rope.sin.is_contiguous() && rope.cos.numel() == x.size(0) * x.size(1) * hd &&
+      rope.sin.numel() == rope.cos.numel()) {
     at::Tensor y = at::empty(x.sizes(), x.options());
     cpu_bf16::rope_rows(bits(x), x.size(0) * x.size(1), x.stride(1), x.size(2), hd, bits(rope.cos), bits(rope.sin),
                         bits_mut(y));

@@ -153,22 +153,28 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Median wall time (ms) of `fn` over `repeats` runs after `warmup` runs, device synchronised.
-// Median ms of each function. Run by run the functions take turns in rotating order, so that
-// drift in the machine's speed (these VMs' bandwidth varies) reaches each of them alike.
+// Calls run(k) for k < n, `repeats` times each: run by run the n take turns in rotating order
+// (0..n-1, then 1..n-1,0, ...), so that drift in the machine's speed (these VMs' bandwidth
+// varies) reaches each of them alike.
+template <class Run>
+void rotating(size_t n, int repeats, Run&& run) {
+  for (int r = 0; r < repeats; ++r)
+    for (size_t i = 0; i < n; ++i) run((i + static_cast<size_t>(r)) % n);
+}
+
+// Median wall time (ms) of each function over `repeats` runs after `warmup` runs, device
+// synchronised, the functions taking turns (rotating).
 std::vector<double> time_side_by_side(const std::vector<std::function<void()>>& fns, int warmup, int repeats,
                                       c10::Device device) {
   for (int i = 0; i < warmup; ++i)
     for (const auto& fn : fns) fn();
   DeviceTimer timer(device);
   std::vector<std::vector<double>> t(fns.size());
-  for (int r = 0; r < repeats; ++r)
-    for (size_t i = 0; i < fns.size(); ++i) {
-      const size_t k = (i + static_cast<size_t>(r)) % fns.size();
-      timer.start();
-      fns[k]();
-      t[k].push_back(timer.stop_ms());
-    }
+  rotating(fns.size(), repeats, [&](size_t k) {
+    timer.start();
+    fns[k]();
+    t[k].push_back(timer.stop_ms());
+  });
   std::vector<double> medians;
   for (auto& samples : t) medians.push_back(median(std::move(samples)));
   return medians;
@@ -705,16 +711,13 @@ int run_bench_e2e(const E2eBenchArgs& a, const BenchCommon& c) {
       arm.engine->generate({req}, warm);
       params.push_back(p);
     }
-    // The arms take turns run by run, in rotating order, so the VM's drift reaches them alike and
-    // the speedup column is a ratio measured side by side.
+    // The arms take turns (rotating), so the speedup column is a ratio measured side by side.
     std::vector<std::vector<GenResult>> runs(arms.size());
-    for (int r = 0; r < repeats; ++r)
-      for (size_t k = 0; k < arms.size(); ++k) {
-        const size_t i = (k + static_cast<size_t>(r)) % arms.size();
-        GenResult g = arms[i].engine->generate({req}, params[i]).at(0);
-        if (!g.error.empty()) fail("bench e2e: generation failed: {}", g.error);
-        runs[i].push_back(std::move(g));
-      }
+    rotating(arms.size(), repeats, [&](size_t i) {
+      GenResult g = arms[i].engine->generate({req}, params[i]).at(0);
+      if (!g.error.empty()) fail("bench e2e: generation failed: {}", g.error);
+      runs[i].push_back(std::move(g));
+    });
     double base_tps = 0;
     for (size_t i = 0; i < arms.size(); ++i) {
       const Arm& arm = arms[i];
