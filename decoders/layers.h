@@ -29,6 +29,11 @@ struct RopeConfig {
 
 namespace layers {
 
+// The kernel path a model computing in `dtype` on `device` takes (decoders/kernel_path.h):
+// "cuda" (or the device type) on an accelerator; on the CPU "amx" / "avx512bf16" / "avx2" for
+// bf16, "avx2" for float32 on any CPU with AVX2+FMA, otherwise "aten".
+std::string kernel_path_name(c10::Device device, c10::ScalarType dtype);
+
 // y = weight * (x_f32 * rsqrt(mean(x_f32^2, -1) + eps)).to(x.dtype). weight: [x.size(-1)] in x's
 // dtype, or [x.size(-2), x.size(-1)] (a weight row per head: Qwen3's q_norm/k_norm in one call).
 // bf16 on a CPU with AVX-512 BF16: one pass per row (decoders/cpu_bf16.h), same roundings.

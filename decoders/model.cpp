@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "decoders/kernel_path.h"
 #include "decoders/safetensors.h"
 #include "harness/error.h"
 
@@ -144,6 +145,13 @@ std::string dtype_name(c10::ScalarType dtype) {
   }
 }
 
+c10::ScalarType auto_dtype(c10::ScalarType checkpoint, c10::Device device) {
+  if (!device.is_cpu() || checkpoint == at::kFloat) return checkpoint;
+  if (checkpoint == at::kBFloat16 && (kernels::path() != kernels::Path::aten || kernels::native_bf16()))
+    return at::kBFloat16;
+  return at::kFloat;
+}
+
 ModelConfig ModelConfig::parse(const std::string& json_text, const std::string& origin,
                                bool check_architecture) {
   json j;
@@ -243,7 +251,7 @@ CausalLM CausalLM::load(const std::filesystem::path& dir, c10::Device device,
   m.cfg_ = ModelConfig::load(dir);
   m.dir_ = dir;
   m.device_ = device;
-  m.dtype_ = dtype.value_or(m.cfg_.torch_dtype);
+  m.dtype_ = dtype.value_or(auto_dtype(m.cfg_.torch_dtype, device));
   if (m.dtype_ != at::kFloat && m.dtype_ != at::kBFloat16 && m.dtype_ != at::kHalf)
     fail("{}: compute dtype {} is not supported (use float32, bfloat16 or float16)", dir.string(),
          dtype_name(m.dtype_));

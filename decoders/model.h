@@ -52,6 +52,12 @@ struct ModelConfig {
 c10::ScalarType parse_dtype(const std::string& name, const std::string& origin);
 std::string dtype_name(c10::ScalarType dtype);
 
+// The compute dtype `dtype: auto` picks for a checkpoint stored in `checkpoint`: the checkpoint's
+// own on an accelerator; on the CPU never one the hardware emulates: bf16 when a CPU kernel path
+// computes it (decoders/kernel_path.h: bf16 weights widened to f32 in registers on AVX2) or the
+// CPU has native bf16, float32 otherwise (and for float16, which has no CPU kernels).
+c10::ScalarType auto_dtype(c10::ScalarType checkpoint, c10::Device device);
+
 struct ForwardOptions {
   // HF hidden_states ids to return: hs[0] = embeddings, hs[i] = output of layer i-1 (entering
   // layer i), hs[N] = final normed output. One output per entry, in list order, duplicates kept.
@@ -69,7 +75,8 @@ struct ForwardOutput {
 
 class CausalLM {
  public:
-  // Loads config.json + safetensors from `dir`. dtype: compute dtype (default: config torch_dtype);
+  // Loads config.json + safetensors from `dir`. dtype: compute dtype (default: auto_dtype of the
+  // config's torch_dtype);
   // weights are converted at load. Validates every tensor's shape against the config. Tied
   // embeddings when tie_word_embeddings is true; a missing lm_head.weight with
   // tie_word_embeddings false is an error.

@@ -1,0 +1,1 @@
+#include "decoders/cpu_avx2.h"

@@ -1,0 +1,127 @@
+#include "decoders/kernel_path.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "harness/error.h"
+
+#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
+#define EARS_KERNELS_X86 1
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+namespace ears {
+namespace kernels {
+
+namespace {
+
+constexpr const char* kNames[] = {"aten", "avx2", "avx512bf16", "amx"};
+
+std::string read_cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  return "unknown";
+}
+
+CpuInfo detect() {
+  CpuInfo c;
+  c.model = read_cpu_model();
+  c.logical_cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+#if defined(EARS_KERNELS_X86)
+  __builtin_cpu_init();
+  c.avx2 = __builtin_cpu_supports("avx2");
+  c.fma = __builtin_cpu_supports("fma");
+  c.f16c = __builtin_cpu_supports("f16c");
+  c.avx512f = __builtin_cpu_supports("avx512f");
+  c.avx512bw = __builtin_cpu_supports("avx512bw");
+  c.avx512vl = __builtin_cpu_supports("avx512vl");
+  c.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+  c.amx_tile = __builtin_cpu_supports("amx-tile");
+  c.amx_bf16 = __builtin_cpu_supports("amx-bf16");
+  if (c.amx_tile && c.amx_bf16) {
+    // Linux gives a process the AMX tile state only on request (ARCH_REQ_XCOMP_PERM, XTILEDATA).
+    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    c.amx_granted = syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+  }
+#endif
+  return c;
+}
+
+Path detect_best(const CpuInfo& c) {
+  const bool avx512 = c.avx512f && c.avx512bw && c.avx512vl && c.avx512bf16;
+  if (avx512 && c.amx_tile && c.amx_bf16 && c.amx_granted) return Path::amx;
+  if (avx512) return Path::avx512bf16;
+  if (c.avx2 && c.fma) return Path::avx2;
+  return Path::aten;
+}
+
+Path initial_path() {
+  const Path best = best_path();
+  const char* off = std::getenv("EARS_NO_CPU_KERNELS");
+  if (off && *off && std::strcmp(off, "0") != 0) return Path::aten;
+  const char* want = std::getenv("EARS_KERNELS");
+  if (!want || !*want) return best;
+  const Path p = parse_path(want, "EARS_KERNELS");
+  if (static_cast<int>(p) > static_cast<int>(best))
+    fail("EARS_KERNELS={}: this CPU supports at most '{}' ({}); unset it or pick a smaller path", want,
+         path_name(best), cpu_info().model);
+  return p;
+}
+
+std::atomic<int>& current() {
+  static std::atomic<int> p{static_cast<int>(initial_path())};
+  return p;
+}
+
+}  // namespace
+
+const char* path_name(Path p) { return kNames[static_cast<int>(p)]; }
+
+Path parse_path(const std::string& name, const std::string& origin) {
+  for (int i = 0; i < 4; ++i)
+    if (name == kNames[i]) return static_cast<Path>(i);
+  fail("{}: unknown kernel path '{}'; use aten, avx2, avx512bf16 or amx", origin, name);
+}
+
+std::string CpuInfo::isa() const {
+  std::string s;
+  const std::pair<bool, const char*> flags[] = {{avx2, "avx2"},         {fma, "fma"},           {f16c, "f16c"},
+                                                {avx512f, "avx512f"},   {avx512bw, "avx512bw"}, {avx512vl, "avx512vl"},
+                                                {avx512bf16, "avx512bf16"}, {amx_tile, "amx-tile"}, {amx_bf16, "amx-bf16"}};
+  for (const auto& [on, name] : flags)
+    if (on) s += (s.empty() ? "" : " ") + std::string(name);
+  return s.empty() ? "none" : s;
+}
+
+const CpuInfo& cpu_info() {
+  static const CpuInfo info = detect();
+  return info;
+}
+
+Path best_path() {
+  static const Path best = detect_best(cpu_info());
+  return best;
+}
+
+Path path() { return static_cast<Path>(current().load()); }
+
+void set_path(Path p) {
+  if (static_cast<int>(p) > static_cast<int>(best_path()))
+    fail("kernel path '{}' needs instructions this CPU ({}) lacks; it supports at most '{}'", path_name(p),
+         cpu_info().model, path_name(best_path()));
+  current().store(static_cast<int>(p));
+}
+
+bool native_bf16() { return cpu_info().avx512bf16 || (cpu_info().amx_bf16 && cpu_info().amx_granted); }
+
+}  // namespace kernels
+}  // namespace ears

@@ -1,0 +1,55 @@
+// Which CPU kernels run: the CPU's instruction set, detected once at start-up, and the kernel
+// path chosen from it. One path per process; every CPU tensor op of the decoding loop that has a
+// kernel (linear, attention, RMSNorm, RoPE) takes it, everything else is ATen.
+//
+//   path        needs                         linear weights (packed once at load)
+//   amx         AMX-BF16 + OS tile grant      bf16 VNNI pair tiles, AMX tile multiply
+//   avx512bf16  AVX-512F/BW/VL + AVX512_BF16  same packing, vdpbf16ps
+//   avx2        AVX2 + FMA                    bf16: same packing, widened to f32 in registers
+//                                             (shift), FMA; f32: 16-column panels, FMA
+//   aten        nothing                       plain LibTorch ops (GPUs always take it)
+//
+// The default is the best path the CPU has. EARS_KERNELS=aten|avx2|avx512bf16|amx caps it (to
+// test or measure a smaller CPU on a bigger one; asking for more than the CPU has is an error);
+// EARS_NO_CPU_KERNELS=1 is EARS_KERNELS=aten. Torch-free: callable before LibTorch starts.
+#pragma once
+
+#include <string>
+
+namespace ears {
+namespace kernels {
+
+enum class Path { aten = 0, avx2 = 1, avx512bf16 = 2, amx = 3 };
+
+// "aten" | "avx2" | "avx512bf16" | "amx".
+const char* path_name(Path p);
+// The inverse; ears::Error naming `origin` and the accepted names otherwise.
+Path parse_path(const std::string& name, const std::string& origin);
+
+struct CpuInfo {
+  std::string model;  // /proc/cpuinfo "model name" ("unknown" elsewhere)
+  bool avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512bf16 = false;
+  bool amx_tile = false, amx_bf16 = false;  // CPUID bits; amx_granted says whether the OS lets us use them
+  bool amx_granted = false;
+  int logical_cpus = 0;
+  // The instruction-set features above that are present, space-separated ("avx2 fma f16c ...").
+  std::string isa() const;
+};
+const CpuInfo& cpu_info();
+
+// The best path this CPU supports.
+Path best_path();
+// The path in effect: best_path() capped by EARS_KERNELS / EARS_NO_CPU_KERNELS / set_path().
+Path path();
+// Switches the path for the rest of the process (bench --compare-kernels, tests). Fails with an
+// ears::Error when the CPU does not support `p`. Switch only between whole model loads: a model
+// keeps the weight layout it was loaded with.
+void set_path(Path p);
+
+// True when the CPU executes bf16 matrix products natively (AVX512_BF16 or AMX), so LibTorch's
+// own bf16 ops are not emulated.
+bool native_bf16();
+
+}  // namespace kernels
+}  // namespace ears
