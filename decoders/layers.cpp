@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "decoders/cpu_bf16.h"
+#include "decoders/kernel_path.h"
 #include "harness/error.h"
 
 namespace ears {
@@ -53,6 +54,14 @@ const uint16_t* bits(const at::Tensor& t) { return reinterpret_cast<const uint16
 uint16_t* bits_mut(at::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr()); }
 
 }  // namespace
+
+std::string kernel_path_name(c10::Device device, c10::ScalarType dtype) {
+  if (!device.is_cpu()) return c10::DeviceTypeName(device.type(), /*lower_case=*/true);
+  const kernels::Path p = kernels::path();
+  if (dtype == at::kBFloat16) return kernels::path_name(p);
+  if (dtype == at::kFloat && p != kernels::Path::aten) return kernels::path_name(kernels::Path::avx2);
+  return kernels::path_name(kernels::Path::aten);
+}
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   const int64_t D = x.size(-1);
