@@ -26,9 +26,8 @@ c10::Device parse_device(const std::string& name, const std::string& what) {
   fail("{}: unknown device '{}'; use cpu, cuda or cuda:N", what, name);
 }
 
-int set_threads(int n) {
-  if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  at::set_num_threads(n);
+int set_threads(int requested, const std::string& what) {
+  at::set_num_threads(resolve_threads(requested, what));
   return at::get_num_threads();
 }
 

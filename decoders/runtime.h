@@ -11,13 +11,17 @@
 #include <memory>
 #include <string>
 
+#include "decoders/threads.h"
+
 namespace ears {
 
 // "cpu", "cuda", "cuda:1" -> device; ears::Error naming `what` (e.g. "--device") otherwise.
 c10::Device parse_device(const std::string& name, const std::string& what = "device");
 
-// Sets LibTorch's intra-op thread count (0 = all cores). Returns the count in effect.
-int set_threads(int n);
+// Sets LibTorch's intra-op thread count: resolve_threads(requested, what) (decoders/threads.h:
+// 0 = all logical CPUs; outside [0, 4 x logical CPUs] an ears::Error naming `what`). Returns the
+// count in effect.
+int set_threads(int requested, const std::string& what = "--threads");
 
 // Blocks until all work queued on `device` is done (no-op on CPU).
 void synchronize(c10::Device device);

@@ -21,6 +21,7 @@
 #include "decoders/runtime.h"
 #include "decoders/sampling.h"
 #include "decoders/verify.h"
+#include "harness/environment.h"
 #include "harness/error.h"
 #include "harness/model_setup.h"
 #include "harness/train.h"
@@ -33,40 +34,11 @@ namespace {
 
 // ---- environment, bandwidth, output ---------------------------------------------------------
 
+// The machine facts (harness/environment.h); `threads` must already be in effect.
 json environment(int threads) {
-  std::string model = "unknown";
-  std::vector<std::string> flags;
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    auto value = [&] { auto c = line.find(':'); return c == std::string::npos ? std::string() : line.substr(c + 2); };
-    if (model == "unknown" && line.rfind("model name", 0) == 0) model = value();
-    if (flags.empty() && line.rfind("flags", 0) == 0) {
-      std::istringstream f(value());
-      std::string flag;
-      while (f >> flag)
-        if (flag == "avx2" || flag == "avx512f" || flag == "avx512_bf16" || flag == "amx_bf16" || flag == "avx512_fp16")
-          flags.push_back(flag);
-    }
-  }
-  // Last-level cache and load: a model smaller than the L3 can beat the DRAM floor, and other
-  // processes on the machine make every reading noisy (LibTorch's threads then wait on each other).
-  int64_t l3_bytes = 0;
-  std::ifstream l3("/sys/devices/system/cpu/cpu0/cache/index3/size");
-  std::string size;
-  if (l3 >> size && !size.empty()) {
-    const char unit = size.back();
-    l3_bytes = std::atoll(size.c_str()) * (unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1);
-  }
-  double load = -1;
-  std::ifstream("/proc/loadavg") >> load;
-  return {{"threads", threads},
-          {"torch_version", torch_version()},
-          {"cpu_model", model},
-          {"logical_cpus", std::thread::hardware_concurrency()},
-          {"cpu_flags", flags},
-          {"l3_cache_bytes", l3_bytes},
-          {"load_average_1m", load}};
+  json env = environment_json();
+  env["threads"] = threads;
+  return env;
 }
 
 json bandwidth_json(const BandwidthResult& r, const std::string& when) {
@@ -117,11 +89,21 @@ std::string env_line(const json& env) {
   std::string flags;
   for (const auto& f : env["cpu_flags"]) flags += (flags.empty() ? "" : " ") + f.get<std::string>();
   std::string line = fmt::format(
-      "- environment: {} LibTorch threads, LibTorch {}, CPU: {} ({} logical CPUs; L3 {} MiB; {}); load average {:.2f} "
-      "at start",
-      env["threads"].get<int>(), env["torch_version"].get<std::string>(), env["cpu_model"].get<std::string>(),
-      env["logical_cpus"].get<int>(), env["l3_cache_bytes"].get<int64_t>() >> 20, flags.empty() ? "-" : flags,
-      env["load_average_1m"].get<double>());
+      "- environment: {} LibTorch threads (OpenMP wait: {}), LibTorch {}{}, CPU: {} ({} logical CPUs; L3 {} MiB; {}; "
+      "ISA {}); kernel path {} (best {}); load average {:.2f} at start{}",
+      env["threads"].get<int>(), env.value("omp_wait_policy", std::string("?")), env["torch_version"].get<std::string>(),
+      env.value("cuda_build", false) ? fmt::format(" (CUDA build, {} device(s))", env.value("cuda_devices", 0)) : "",
+      env["cpu_model"].get<std::string>(), env["logical_cpus"].get<int>(), env["l3_cache_bytes"].get<int64_t>() >> 20,
+      flags.empty() ? "-" : flags, env.value("cpu_isa", std::string("-")), env.value("kernel_path", std::string("?")),
+      env.value("kernel_path_best", std::string("?")), env["load_average_1m"].get<double>(),
+      env.contains("load_average_1m_end") ? fmt::format(", {:.2f} at end", env["load_average_1m_end"].get<double>()) : "");
+  if (env.contains("model")) {
+    const json& m = env["model"];
+    line += fmt::format("\n- model: {} compute, {} weights (checkpoint {}, --dtype {}) on {}, kernel path {}",
+                        m["compute_dtype"].get<std::string>(), m["weight_dtype"].get<std::string>(),
+                        m["checkpoint_dtype"].get<std::string>(), m["dtype_requested"].get<std::string>(),
+                        m["device"].get<std::string>(), m["kernel_path"].get<std::string>());
+  }
   // (A previous bench run alone keeps the 1-minute load near 1, hence "at least the CPU count".)
   if (env["load_average_1m"].get<double>() >= env["logical_cpus"].get<double>())
     line += "\n- WARNING: the machine is busy (load average >= the CPU count): timings are noisy; LibTorch threads "
@@ -294,13 +276,15 @@ void write_random_qwen3(const GeneratedModelSpec& s, const fs::path& dir, uint64
 
 int run_bench_bandwidth(const BenchCommon& c) {
   const int threads = set_threads(c.threads);
+  json env = environment(threads);  // before the benchmark loads the machine
   const c10::Device device = parse_device(c.device, "--device");
   BandwidthOptions o = bandwidth_options(c, device);
   if (c.repeats > 0) o.runs = c.repeats;
   const BandwidthResult r = measure_bandwidth(o);
   json doc;
   doc["command"] = "bandwidth";
-  doc["env"] = environment(threads);
+  env["load_average_1m_end"] = load_average_1m();
+  doc["env"] = env;
   doc["bandwidth"] = json::array({bandwidth_json(r, "run")});
   doc["floor_read_gbps"] = r.read_gbps;
   doc["conventions"] = kBandwidthConventions;
@@ -328,6 +312,7 @@ int run_bench_bandwidth(const BenchCommon& c) {
 
 int run_bench_forward(const ForwardBenchArgs& a, const BenchCommon& c) {
   const int threads = set_threads(c.threads);
+  json env = environment(threads);  // before the benchmark loads the machine
   const c10::Device device = parse_device(c.device, "--device");
   std::vector<std::string> dtypes = a.dtypes.empty() ? std::vector<std::string>{"bfloat16", "float32"} : a.dtypes;
   std::vector<int> batches = a.batches;
@@ -437,7 +422,8 @@ int run_bench_forward(const ForwardBenchArgs& a, const BenchCommon& c) {
 
   json doc;
   doc["command"] = "forward";
-  doc["env"] = environment(threads);
+  env["load_average_1m_end"] = load_average_1m();
+  doc["env"] = env;
   doc["bandwidth"] = bw;
   doc["floor_read_gbps"] = floor_bw;
   doc["conventions"] = kBandwidthConventions;
@@ -500,6 +486,7 @@ int run_bench_forward(const ForwardBenchArgs& a, const BenchCommon& c) {
 
 int run_bench_verify(const VerifyBenchArgs& a, const BenchCommon& c) {
   const int threads = set_threads(c.threads);
+  json env = environment(threads);  // before the benchmark loads the machine
   const c10::Device device = parse_device(c.device, "--device");
   const int64_t V = c.quick ? 4096 : a.vocab;
   if (V < 2) fail("--vocab must be >= 2 (got {})", V);
@@ -589,7 +576,8 @@ int run_bench_verify(const VerifyBenchArgs& a, const BenchCommon& c) {
 
   json doc;
   doc["command"] = "verify";
-  doc["env"] = environment(threads);
+  env["load_average_1m_end"] = load_average_1m();
+  doc["env"] = env;
   doc["bandwidth"] = bw;
   doc["floor_read_gbps"] = max_read(bw);
   doc["conventions"] = kBandwidthConventions;
@@ -659,6 +647,7 @@ std::vector<int32_t> parse_prompt_ids(const std::string& text) {
 
 int run_bench_e2e(const E2eBenchArgs& a, const BenchCommon& c) {
   const int threads = set_threads(c.threads);
+  json env = environment(threads);  // before the benchmark loads the machine
   const c10::Device device = parse_device(c.device, "--device");
   const int repeats = c.repeats > 0 ? c.repeats : (c.quick ? 1 : 5);
   std::vector<double> temps = a.temperatures.empty() ? std::vector<double>{0.0, 0.9} : a.temperatures;
@@ -672,6 +661,7 @@ int run_bench_e2e(const E2eBenchArgs& a, const BenchCommon& c) {
   setup.draft_path = a.draft;
   if (a.draft.empty()) fail("--draft: give a draft checkpoint directory (EAGLE-3 head or, with --draft-kind model, an LM)");
   LoadedModels m = load_models(setup, /*need_tokenizer=*/false);
+  env["model"] = model_environment_json(*m.target, a.dtype);
   const int64_t V = m.target->config().vocab_size;
   std::vector<int32_t> prompt = parse_prompt_ids(a.prompt_ids);
   if (prompt.empty())  // a fixed pseudo-random prompt of 32 ids
@@ -748,7 +738,8 @@ int run_bench_e2e(const E2eBenchArgs& a, const BenchCommon& c) {
 
   json doc;
   doc["command"] = "e2e";
-  doc["env"] = environment(threads);
+  env["load_average_1m_end"] = load_average_1m();
+  doc["env"] = env;
   doc["bandwidth"] = bw;
   doc["floor_read_gbps"] = max_read(bw);
   doc["conventions"] = kBandwidthConventions;

@@ -12,7 +12,7 @@ namespace {
 // The options every bench subcommand shares. --json and --threads land in CommonOptions.
 void add_common(CLI::App* sub, CommonOptions& common, BenchCommon& bc) {
   sub->add_flag("--json", common.json, "Print one JSON object instead of Markdown");
-  sub->add_option("--threads", common.threads, "LibTorch intra-op threads (0 = all cores)")->capture_default_str();
+  sub->add_option("--threads", common.threads, threads_help());
   sub->add_option("--repeats", bc.repeats, "Timed repeats per measurement (0 = the command's default)")
       ->capture_default_str();
   sub->add_flag("--quick", bc.quick, "Tiny sizes and repeats (smoke test; numbers are not meaningful)");

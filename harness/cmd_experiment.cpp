@@ -130,9 +130,13 @@ void add_experiment_commands(CLI::App& app, CommonOptions&, int& exit_code) {
     sub->add_option("--resume", o->resume_dir, "Continue an interrupted run in this directory (uses its config.yaml)");
     sub->add_option("--shard", o->shard, "Run only requests with index % N == i, e.g. --shard 0/4 (combine with 'merge')");
     sub->add_option("--limit", o->limit, "Use at most the first N requests of the dataset");
-    sub->add_option("--threads", o->threads, "LibTorch intra-op threads (default: run.threads; 0 = all cores)");
+    auto threads = std::make_shared<int>(0);
+    auto* threads_opt = sub->add_option("--threads", *threads, threads_help("the config's run.threads"));
     sub->add_flag("--quiet", o->quiet, "No progress display and no report table");
-    sub->callback([o, &exit_code] { exit_code = runner::run_experiment(*o); });
+    sub->callback([o, threads, threads_opt, &exit_code] {
+      if (threads_opt->count() > 0) o->threads = *threads;
+      exit_code = runner::run_experiment(*o);
+    });
   }
   {
     auto file = std::make_shared<std::string>();

@@ -10,6 +10,7 @@
 #include "decoders/runtime.h"
 #include "harness/cli_args.h"
 #include "harness/commands.h"
+#include "harness/environment.h"
 #include "harness/error.h"
 #include "harness/model_setup.h"
 
@@ -37,7 +38,7 @@ json tensor_rows(const at::Tensor& t2d) {
 }
 
 void add_threads(CLI::App* sub, CommonOptions& common) {
-  sub->add_option("--threads", common.threads, "LibTorch intra-op threads (0 = all cores)")->capture_default_str();
+  sub->add_option("--threads", common.threads, threads_help());
 }
 
 struct ForwardArgs {
@@ -192,6 +193,9 @@ int run_generate(const GenerateArgs& a, CommonOptions& common) {
                   {"threads", threads},
                   {"draft_kind", a.setup.draft_kind},
                   {"verifier", a.verifier}};
+    // What ran (harness/environment.h): threads, wait policy, CPU, kernel path; the target's dtypes.
+    j["env"] = environment_json();
+    j["env"]["model"] = model_environment_json(*m.target, a.setup.dtype);
     fmt::print("{}\n", j.dump());
   } else {
     fmt::print("{}\n", r.text.empty() && !m.tokenizer ? fmt::format("{}", fmt::join(r.ids, " ")) : r.text);

@@ -34,7 +34,7 @@ void add_schedule(CLI::App* sub, TrainSchedule& s, CommonOptions& common) {
   sub->add_option("--log-every", s.log_every, "Print the mean loss every N steps")->capture_default_str();
   sub->add_option("--device", s.device, "cpu | cuda | cuda:N")->capture_default_str();
   sub->add_option("--dtype", s.dtype, "Compute dtype (fp32 master weights): bfloat16 | float32")->capture_default_str();
-  sub->add_option("--threads", common.threads, "LibTorch intra-op threads (0 = all cores)")->capture_default_str();
+  sub->add_option("--threads", common.threads, threads_help());
 }
 
 void add_corpus(CLI::App* sub, CorpusOptions& c) {

@@ -1,15 +1,30 @@
 // Each group of subcommands registers itself on the CLI11 app; the callback runs the command
 // and returns its exit code through `exit_code`.
 #pragma once
+#include <fmt/format.h>
+
+#include <string>
+
+#include "decoders/threads.h"
+
 namespace CLI { class App; }
 
 namespace ears {
 
 struct CommonOptions {
-  int threads = 0;       // 0 = all cores
+  int threads = 0;       // 0 = all logical CPUs (decoders/threads.h)
   bool json = false;
 };
 
+// The --threads help text every command shows (the rule: decoders/threads.h; the wait policy:
+// harness/main.cpp).
+inline std::string threads_help(const std::string& default_text = "0") {
+  return fmt::format("LibTorch intra-op threads, 0 to {} (4 x the logical CPUs); default {}; 0 = auto: all {} logical "
+                     "CPUs. Idle OpenMP workers sleep (OMP_WAIT_POLICY=PASSIVE) unless OMP_WAIT_POLICY is set",
+                     max_threads(), default_text, logical_cpus());
+}
+
+void add_env_command(CLI::App& app, CommonOptions& common, int& exit_code);      // env
 void add_model_commands(CLI::App& app, CommonOptions& common, int& exit_code);   // forward, tokenize, generate
 void add_bench_commands(CLI::App& app, CommonOptions& common, int& exit_code);   // bench
 void add_experiment_commands(CLI::App& app, CommonOptions& common, int& exit_code);  // run, validate, report, merge, gate

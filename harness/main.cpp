@@ -7,6 +7,7 @@
 #include <string>
 
 #include "harness/commands.h"
+#include "harness/environment.h"
 #include "harness/error.h"
 
 namespace {
@@ -17,11 +18,16 @@ std::string first_line(const std::string& s) { return s.substr(0, s.find('\n'));
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Idle OpenMP workers sleep instead of spinning, so `--threads` = all CPUs behaves on a machine
+  // shared with other work (harness/environment.h). Unless OMP_WAIT_POLICY is set, this re-executes
+  // the process once; cost: MEASURED.
+  ears::default_to_passive_wait(argv);
   CLI::App app{"ears-bench — evaluate speculative decoding verifiers (baseline, EARS, ...) on real models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "ears-bench 0.1");
   ears::CommonOptions common;
   int exit_code = 0;
+  ears::add_env_command(app, common, exit_code);
   ears::add_model_commands(app, common, exit_code);
   ears::add_bench_commands(app, common, exit_code);
   ears::add_experiment_commands(app, common, exit_code);

@@ -23,6 +23,7 @@
 #include "decoders/runtime.h"
 #include "decoders/tokenizer.h"
 #include "harness/config.h"
+#include "harness/environment.h"
 #include "harness/error.h"
 #include "harness/model_setup.h"
 #include "harness/progress.h"
@@ -483,10 +484,17 @@ RequestResult make_request_result(const GenResult& g, const std::string& run_id,
   return r;
 }
 
+// What a thread count came from, for resolve_threads' error: --threads, else the config's key.
+static std::string threads_origin(const RunOptions& o, const std::string& config_file) {
+  return o.threads ? std::string("--threads") : fmt::format("{}: run.threads", config_file);
+}
+
 int validate_experiment(const std::string& config_file, const std::vector<std::string>& overrides) {
   const config::ExperimentSpec spec = config::load_experiment(config_file, overrides);
   fmt::print("{}", config::to_yaml(spec));
   std::fflush(stdout);
+  // The config checks run.threads >= 0 on any machine; the upper bound is this machine's.
+  resolve_threads(spec.run.threads, fmt::format("{}: run.threads", config_file));
   check_checkpoint_dir(config_file, "target.path", spec.target.path, "point target.path at a Hugging Face checkpoint directory");
   if (!fs::exists(fs::path(spec.target.path) / "tokenizer.json"))
     fail("{}: target.path '{}' has no tokenizer.json (the runner encodes the prompts with it); copy the model's "
@@ -534,6 +542,7 @@ int run_experiment(const RunOptions& o) {
   } else {
     if (o.config_file.empty()) fail("run: pass CONFIG (an experiment YAML file) or --resume RUN_DIR");
     spec = config::load_experiment(o.config_file, o.overrides);
+    resolve_threads(o.threads.value_or(spec.run.threads), threads_origin(o, o.config_file));  // before anything is written
     if (o.limit < 0) fail("--limit {}: must be >= 0 (0 = the config's dataset.limit)", o.limit);
     if (o.limit > 0 && (spec.dataset.limit == 0 || o.limit < spec.dataset.limit)) spec.dataset.limit = o.limit;
     if (!o.shard.empty()) shard = parse_shard(o.shard);
@@ -549,7 +558,8 @@ int run_experiment(const RunOptions& o) {
     fs::create_directories(dir, ec);
     if (ec) fail("{}: cannot create the output directory ({})", dir.string(), ec.message());
   }
-  const int threads = set_threads(o.threads >= 0 ? o.threads : spec.run.threads);
+  const int threads =
+      set_threads(o.threads.value_or(spec.run.threads), threads_origin(o, resume ? (dir / kConfigFile).string() : o.config_file));
   Progress::Mode mode = Progress::detect(o.quiet);
   auto say = [&](const std::string& s) {
     if (!o.quiet) fmt::print(stderr, "{}\n", s);
@@ -587,21 +597,33 @@ int run_experiment(const RunOptions& o) {
   if (resume) {
     env = prior.environment;
     if (!env.contains("resumed") || !env["resumed"].is_array()) env["resumed"] = json::array();
-    env["resumed"].push_back({{"at", now_iso()}, {"command_line", command_line()}, {"threads", threads}});
+    env["resumed"].push_back({{"at", now_iso()},
+                              {"command_line", command_line()},
+                              {"threads", threads},
+                              {"load_average_1m_start", load_average_1m()}});
     if (prior.dataset.value("n_requests", json()) != dataset_json["n_requests"])
       say(fmt::format("warning: the dataset now yields {} requests for this run, run_meta.json recorded {}",
                       reqs.size(), prior.dataset.value("n_requests", json()).dump()));
   } else {
-    env = {{"device", spec.target.device},
-           {"dtype", spec.target.dtype},
-           {"threads", threads},
-           {"libtorch", torch_version()},
-           {"git_commit", git_commit()},
-           {"hostname", host_name()},
-           {"cpu_model", cpu_model()},
-           {"ears_bench_version", kVersion},
-           {"command_line", command_line()},
-           {"started_at", now_iso()}};
+    // The machine facts (harness/environment.h) under the run's own key names ("libtorch",
+    // "load_average_1m_start"); dtype is the resolved compute dtype, dtype_requested what the
+    // config says (auto); the loaded model's facts are added below.
+    env = environment_json();
+    env["libtorch"] = env["torch_version"];
+    env["load_average_1m_start"] = env["load_average_1m"];
+    env.erase("torch_version");
+    env.erase("load_average_1m");
+    env.erase("kernel_path");  // the process's; the model's replaces it once loaded
+    env.update({{"device", spec.target.device},
+                {"dtype", resolved_dtype_name(spec.target.path, spec.target.dtype, spec.target.device)},
+                {"dtype_requested", spec.target.dtype},
+                {"threads", threads},
+                {"git_commit", git_commit()},
+                {"hostname", host_name()},
+                {"cpu_model", cpu_model()},
+                {"ears_bench_version", kVersion},
+                {"command_line", command_line()},
+                {"started_at", now_iso()}});
   }
   meta.environment = env;
   meta.dataset = dataset_json;
@@ -722,6 +744,16 @@ int run_experiment(const RunOptions& o) {
                       m.models.load_s));
     }
     for (auto& a : arms) a.params = decode_params(*a.spec, spec.dataset, sets[a.set].stop_ids);
+    if (!resume && !sets.empty()) {
+      // What the target actually computes in: compute / weight / checkpoint dtype, kernel path.
+      json facts = model_environment_json(*sets.front().models.target, spec.target.dtype);
+      facts.erase("dtype_requested");
+      facts.erase("device");
+      env["dtype"] = facts["compute_dtype"];
+      env.update(facts);
+      meta.environment = env;
+      write_run_meta(meta, dir);
+    }
 
     // ---- warm-up: run.warmup requests per model set, not recorded ----
     if (spec.run.warmup > 0 && !reqs.empty()) {
@@ -803,6 +835,7 @@ int run_experiment(const RunOptions& o) {
   const int signal = g_stop_signal;
 
   // ---- the end: run_meta, report, gates ----
+  meta.environment["load_average_1m_end"] = load_average_1m();
   for (std::size_t i = 0; i < n_arms; ++i) meta.arms[i].wall_s = arms[i].wall_s;
   meta.complete = !stopped;
   write_run_meta(meta, dir);

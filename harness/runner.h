@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,7 @@ struct RunOptions {
   std::string resume_dir;              // --resume DIR
   std::string shard;                   // --shard i/N ("" = all requests)
   int64_t limit = 0;                   // --limit N (0 = the config's dataset.limit)
-  int threads = -1;                    // --threads N (-1 = the config's run.threads; 0 = all cores)
+  std::optional<int> threads;          // --threads N (unset: the config's run.threads; 0 = all logical CPUs)
   bool quiet = false;                  // --quiet: no progress, no report table
 };
 

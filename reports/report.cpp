@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -303,6 +304,42 @@ void key_value_table(std::string& md, const json& obj) {
   md += "\n";
 }
 
+// One line saying what ran, from the run's environment (keys absent in older runs are skipped):
+// "Environment: 2 threads (OpenMP wait PASSIVE ...), bfloat16 compute, bfloat16 weights
+// (checkpoint bfloat16, requested auto), kernel path avx2, CPU ... (ISA ...), LibTorch 1.13.0;
+// load average 0.31 at start, 1.95 at end."
+std::string environment_line(const json& env) {
+  auto str = [&](const char* k) { return env.contains(k) && env[k].is_string() ? env[k].get<std::string>() : std::string(); };
+  auto number = [&](const char* k) { return env.contains(k) && env[k].is_number() ? env[k].get<double>() : NAN; };
+  std::vector<std::string> parts;
+  if (env.contains("threads") && env["threads"].is_number_integer()) {
+    std::string t = fmt::format("{} thread(s)", env["threads"].get<int64_t>());
+    if (!str("omp_wait_policy").empty()) t += fmt::format(" (OpenMP wait {})", str("omp_wait_policy"));
+    parts.push_back(t);
+  }
+  if (!str("compute_dtype").empty()) {
+    std::string d = fmt::format("{} compute, {} weights", str("compute_dtype"), str("weight_dtype"));
+    std::vector<std::string> notes;
+    if (!str("checkpoint_dtype").empty()) notes.push_back("checkpoint " + str("checkpoint_dtype"));
+    if (!str("dtype_requested").empty()) notes.push_back("requested " + str("dtype_requested"));
+    if (!notes.empty()) d += fmt::format(" ({})", fmt::join(notes, ", "));
+    parts.push_back(d);
+  } else if (!str("dtype").empty()) {
+    parts.push_back(str("dtype"));
+  }
+  if (!str("device").empty()) parts.push_back(str("device"));
+  if (!str("kernel_path").empty()) parts.push_back("kernel path " + str("kernel_path"));
+  if (!str("cpu_model").empty())
+    parts.push_back(fmt::format("CPU {}{}", str("cpu_model"), str("cpu_isa").empty() ? "" : " (ISA " + str("cpu_isa") + ")"));
+  if (!str("libtorch").empty()) parts.push_back("LibTorch " + str("libtorch"));
+  if (parts.empty()) return {};
+  std::string line = fmt::format("Environment: {}", fmt::join(parts, ", "));
+  const double start = number("load_average_1m_start"), end = number("load_average_1m_end");
+  if (std::isfinite(start) || std::isfinite(end))
+    line += fmt::format("; load average (1 min) {} at start, {} at end", num(start, 2), num(end, 2));
+  return line + ".\n\n";
+}
+
 }  // namespace
 
 std::string render_markdown(const Report& report) {
@@ -314,6 +351,7 @@ std::string render_markdown(const Report& report) {
   if (report.dataset.contains("name")) md += fmt::format("Dataset: **{}**", json_cell(report.dataset["name"]));
   if (report.dataset.contains("name")) md += fmt::format(". Baseline: **{}**.\n\n", cell(report.baseline));
   else md += fmt::format("Baseline: **{}**.\n\n", cell(report.baseline));
+  md += environment_line(report.environment);
 
   // ---- main table (the paper's shape) ----
   md += "## Results\n\n";

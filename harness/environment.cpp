@@ -1,0 +1,120 @@
+#include "harness/environment.h"
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "decoders/kernel_path.h"
+#include "decoders/layers.h"
+#include "decoders/model.h"
+#include "decoders/runtime.h"
+
+namespace ears {
+using json = nlohmann::json;
+
+// The re-exec's cost is measured in harness/main.cpp's comment.
+void default_to_passive_wait(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv(kPassiveWaitMarker) != nullptr) return;
+  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  ::setenv(kPassiveWaitMarker, "1", 1);  // never loops, even if OMP_WAIT_POLICY got lost
+  ::execv("/proc/self/exe", argv);
+  // No /proc (or exec refused): run on with libgomp's default, and say so.
+  ::unsetenv("OMP_WAIT_POLICY");
+  ::setenv(kPassiveWaitMarker, "exec-failed", 1);
+}
+
+std::string omp_wait_policy() {
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  const char* marker = std::getenv(kPassiveWaitMarker);
+  if (policy != nullptr) {
+    const bool ours = marker != nullptr && std::string(marker) == "1" && std::string(policy) == "PASSIVE";
+    return std::string(policy) + (ours ? " (ears-bench default)" : " (OMP_WAIT_POLICY)");
+  }
+  if (marker != nullptr && std::string(marker) == "exec-failed")
+    return "unset: libgomp default (spin, then sleep); the re-exec with PASSIVE failed";
+  return "unset: libgomp default (spin, then sleep)";
+}
+
+double load_average_1m() {
+  double load = -1;
+  std::ifstream("/proc/loadavg") >> load;
+  return load;
+}
+
+namespace {
+
+// The /proc/cpuinfo flags that matter for the kernels and LibTorch's own bf16 / fp16 ops.
+std::vector<std::string> cpu_flags() {
+  std::vector<std::string> flags;
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    const auto c = line.find(':');
+    std::istringstream f(c == std::string::npos ? std::string() : line.substr(c + 1));
+    std::string flag;
+    while (f >> flag)
+      if (flag == "avx2" || flag == "avx512f" || flag == "avx512_bf16" || flag == "amx_bf16" || flag == "avx512_fp16")
+        flags.push_back(flag);
+    break;
+  }
+  return flags;
+}
+
+// Last-level cache: a model smaller than the L3 can beat the DRAM floor.
+int64_t l3_cache_bytes() {
+  int64_t bytes = 0;
+  std::ifstream l3("/sys/devices/system/cpu/cpu0/cache/index3/size");
+  std::string size;
+  if (l3 >> size && !size.empty()) {
+    const char unit = size.back();
+    bytes = std::atoll(size.c_str()) * (unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+json environment_json() {
+  const kernels::CpuInfo& cpu = kernels::cpu_info();
+  const bool cuda = at::hasCUDA();
+  return {{"threads", at::get_num_threads()},
+          {"omp_wait_policy", omp_wait_policy()},
+          {"torch_version", torch_version()},
+          {"cuda_build", cuda},
+          {"cuda_devices", cuda ? static_cast<int64_t>(at::getNumGPUs()) : 0},
+          {"cpu_model", cpu.model},
+          {"cpu_isa", cpu.isa()},
+          {"cpu_flags", cpu_flags()},
+          {"logical_cpus", logical_cpus()},
+          {"l3_cache_bytes", l3_cache_bytes()},
+          {"kernel_path_best", kernels::path_name(kernels::best_path())},
+          {"kernel_path", kernels::path_name(kernels::path())},
+          {"load_average_1m", load_average_1m()}};
+}
+
+json model_environment_json(const CausalLM& model, const std::string& dtype_requested) {
+  return {{"device", model.device().str()},
+          {"dtype_requested", dtype_requested},
+          {"compute_dtype", dtype_name(model.dtype())},
+          {"weight_dtype", dtype_name(model.dtype())},
+          {"checkpoint_dtype", dtype_name(model.config().torch_dtype)},
+          {"kernel_path", layers::kernel_path_name(model.device(), model.dtype())}};
+}
+
+std::string resolved_dtype_name(const std::string& path, const std::string& dtype_requested, const std::string& device) {
+  try {
+    if (dtype_requested != "auto" && !dtype_requested.empty())
+      return dtype_name(parse_dtype(dtype_requested, "dtype"));
+    return dtype_name(auto_dtype(ModelConfig::load(path).torch_dtype, parse_device(device)));
+  } catch (const std::exception&) {
+    return dtype_requested;
+  }
+}
+
+}  // namespace ears
