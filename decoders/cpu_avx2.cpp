@@ -1,1 +1,377 @@
 #include "decoders/cpu_avx2.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
+#define EARS_CPU_AVX2_X86 1
+#include <immintrin.h>
+#endif
+
+namespace ears {
+namespace cpu_avx2 {
+
+int64_t panel_f32_elems(int64_t N, int64_t K) { return (N + 15) / 16 * 16 * K; }
+
+void panel_f32_pack(const float* w, int64_t N, int64_t K, float* packed) {
+  std::fill(packed, packed + panel_f32_elems(N, K), 0.0f);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) packed[(n / 16) * K * 16 + k * 16 + n % 16] = w[n * K + k];
+}
+
+void panel_f32_unpack(const float* packed, int64_t N, int64_t K, float* w) {
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) w[n * K + k] = packed[(n / 16) * K * 16 + k * 16 + n % 16];
+}
+
+#if defined(EARS_CPU_AVX2_X86)
+
+#define EARS_AVX2 __attribute__((target("avx2,fma")))
+
+namespace {
+
+float from_bf16(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// Round to nearest even, NaN stays NaN (c10::BFloat16's conversion).
+uint16_t to_bf16(float f) {
+  if (std::isnan(f)) return 0x7fc0;
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+// 8 bf16 -> 8 fp32 (exact).
+EARS_AVX2 inline __m256 load8(const uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+// n < 8 bf16 -> fp32, the other lanes 0.
+EARS_AVX2 inline __m256 load8_tail(const uint16_t* p, int64_t n) {
+  alignas(16) uint16_t buf[8] = {};
+  std::memcpy(buf, p, static_cast<size_t>(n) * sizeof(uint16_t));
+  return load8(buf);
+}
+
+// 8 fp32 -> 8 bf16, nearest even, NaN -> 0x7fc0 (the scalar to_bf16 above, 8 lanes at once).
+EARS_AVX2 inline __m128i to_bf16x8(__m256 v) {
+  const __m256i b = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(b, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+  const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+  r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7fc0), _mm256_castps_si256(nan));
+  // packus works within 128-bit lanes: [r0..r3 r0..r3 | r4..r7 r4..r7] -> qwords 0 and 2.
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0xD8));
+}
+EARS_AVX2 inline void store8(uint16_t* p, __m256 v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), to_bf16x8(v)); }
+EARS_AVX2 inline void store8_tail(uint16_t* p, __m256 v, int64_t n) {
+  alignas(16) uint16_t buf[8];
+  _mm_store_si128(reinterpret_cast<__m128i*>(buf), to_bf16x8(v));
+  std::memcpy(p, buf, static_cast<size_t>(n) * sizeof(uint16_t));
+}
+// v rounded to bf16 and widened back.
+EARS_AVX2 inline __m256 round_bf16(__m256 v) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(to_bf16x8(v)), 16));
+}
+
+EARS_AVX2 inline float hsum(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
+
+// ---- bf16 linear over the VNNI pair layout ---------------------------------------------------
+// One 32-row weight block against MB rows of x (already fp32, zero-padded to Kp columns):
+// out[m * 32 + j] = sum_k x[m, k] w[nb * 32 + j, k], FMA in k order (see the header).
+template <int MB>
+EARS_AVX2 void block_bf16(const float* xf, int64_t ldxf, const uint16_t* wb, int64_t kchunks, bool prefetch,
+                          float* out) {
+  __m256 acc[MB][4];
+  for (int m = 0; m < MB; ++m)
+    for (int q = 0; q < 4; ++q) acc[m][q] = _mm256_setzero_ps();
+  const __m256i odd_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  for (int64_t kc = 0; kc < kchunks; ++kc) {
+    const uint16_t* wk = wb + kc * 1024;
+    if (prefetch)  // the packed block is one contiguous stream: two chunks (4 KiB) ahead
+      for (int line = 0; line < 1024; line += 32)
+        _mm_prefetch(reinterpret_cast<const char*>(wk + 2048 + line), _MM_HINT_T0);
+    for (int p = 0; p < 16; ++p) {
+      // q = 2 * half + group: outputs q*8 .. q*8+7 of the block, k = kc*32 + 2p and 2p+1.
+      for (int q = 0; q < 4; ++q) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wk + (q >> 1) * 512 + p * 32 + (q & 1) * 16));
+        const __m256 we = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+        const __m256 wo = _mm256_castsi256_ps(_mm256_and_si256(v, odd_mask));
+        for (int m = 0; m < MB; ++m) {
+          const float* xm = xf + m * ldxf + kc * 32 + 2 * p;
+          acc[m][q] = _mm256_fmadd_ps(_mm256_broadcast_ss(xm), we, acc[m][q]);
+          acc[m][q] = _mm256_fmadd_ps(_mm256_broadcast_ss(xm + 1), wo, acc[m][q]);
+        }
+      }
+    }
+  }
+  for (int m = 0; m < MB; ++m)
+    for (int q = 0; q < 4; ++q) _mm256_storeu_ps(out + m * 32 + q * 8, acc[m][q]);
+}
+
+// out rows (MB x 32 fp32) + bias -> y (bf16), cols <= 32 valid outputs starting at n0.
+EARS_AVX2 void store_block(const float* out, int rows, int64_t n0, int64_t cols, const uint16_t* bias, uint16_t* y,
+                           int64_t ldy) {
+  for (int r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; j += 8) {
+      __m256 v = _mm256_loadu_ps(out + r * 32 + j);
+      const int64_t left = std::min<int64_t>(8, cols - j);
+      if (bias) v = _mm256_add_ps(v, left == 8 ? load8(bias + n0 + j) : load8_tail(bias + n0 + j, left));
+      if (left == 8) {
+        store8(y + r * ldy + n0 + j, v);
+      } else {
+        store8_tail(y + r * ldy + n0 + j, v, left);
+      }
+    }
+}
+
+// ---- float32 linear over 16-output panels ----------------------------------------------------
+// NP consecutive panels against MB rows: out[m * 16 * NP + j] = sum_k x[m, k] w[p0 * 16 + j, k].
+template <int MB, int NP>
+EARS_AVX2 void panels_f32(const float* x, int64_t ldx, const float* wp, int64_t K, float* out) {
+  __m256 acc[MB][2 * NP];
+  for (int m = 0; m < MB; ++m)
+    for (int q = 0; q < 2 * NP; ++q) acc[m][q] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    for (int q = 0; q < 2 * NP; ++q) {
+      const float* wq = wp + (q >> 1) * K * 16 + k * 16 + (q & 1) * 8;
+      if ((q & 1) == 0 && (k & 3) == 0) _mm_prefetch(reinterpret_cast<const char*>(wq + 16 * 16), _MM_HINT_T0);
+      const __m256 w = _mm256_loadu_ps(wq);
+      for (int m = 0; m < MB; ++m) acc[m][q] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + m * ldx + k), w, acc[m][q]);
+    }
+  }
+  for (int m = 0; m < MB; ++m)
+    for (int q = 0; q < 2 * NP; ++q) _mm256_storeu_ps(out + m * 16 * NP + q * 8, acc[m][q]);
+}
+
+// e^x for x <= 0 (softmax after subtracting the max): x = n ln2 + r, e^r by its degree-7 Taylor
+// polynomial (relative error < 2e-7), times 2^n built in the exponent bits; x < -87 gives 0.
+EARS_AVX2 inline __m256 exp_ps(__m256 x) {
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
+  __m256 p = _mm256_set1_ps(1.f / 5040);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 720));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
+  const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(_mm256_max_ps(n, _mm256_set1_ps(-126.f))),
+                                                       _mm256_set1_epi32(127)),
+                                      23);
+  return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+// q . k over hd bf16 elements: 8 lanes of fp32 FMA in element order, then the lane sum.
+EARS_AVX2 float dot(const uint16_t* a, const uint16_t* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) acc = _mm256_fmadd_ps(load8(a + k), load8(b + k), acc);
+  if (k < n) acc = _mm256_fmadd_ps(load8_tail(a + k, n - k), load8_tail(b + k, n - k), acc);
+  return hsum(acc);
+}
+
+}  // namespace
+
+EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* packed, int64_t N, int64_t K,
+                         const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t nb0, int64_t nb1) {
+  const int64_t kchunks = (K + 31) / 32, Kp = kchunks * 32;
+  // x widened to fp32 once per call, zero-padded to Kp (the packed weight's padding is zero too).
+  thread_local std::vector<float> xf;
+  xf.assign(static_cast<size_t>(M * Kp), 0.0f);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < K; ++k) xf[static_cast<size_t>(m * Kp + k)] = from_bf16(x[m * ldx + k]);
+  alignas(32) float out[3 * 32];
+  // Weight block outer, rows inner: each 32-row block is streamed from memory once per call.
+  for (int64_t nb = nb0; nb < nb1; ++nb) {
+    const uint16_t* wb = packed + nb * kchunks * 1024;
+    const int64_t cols = std::min<int64_t>(32, N - nb * 32);
+    for (int64_t m0 = 0; m0 < M; m0 += 3) {
+      const float* xm = xf.data() + m0 * Kp;
+      const int rows = static_cast<int>(std::min<int64_t>(3, M - m0));
+      switch (rows) {
+        case 1: block_bf16<1>(xm, Kp, wb, kchunks, m0 == 0, out); break;
+        case 2: block_bf16<2>(xm, Kp, wb, kchunks, m0 == 0, out); break;
+        default: block_bf16<3>(xm, Kp, wb, kchunks, m0 == 0, out); break;
+      }
+      store_block(out, rows, nb * 32, cols, bias, y + m0 * ldy, ldy);
+    }
+  }
+}
+
+EARS_AVX2 void gemm_f32(const float* x, int64_t ldx, int64_t M, const float* packed, int64_t N, int64_t K,
+                        const float* bias, float* y, int64_t ldy, int64_t p0, int64_t p1) {
+  alignas(32) float out[4 * 64];
+  auto emit = [&](int rows, int np, int64_t p, int64_t m0) {
+    for (int r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < 16 * np; ++j) {
+        const int64_t n = p * 16 + j;
+        if (n >= N) break;
+        y[(m0 + r) * ldy + n] = out[r * 16 * np + j] + (bias ? bias[n] : 0.0f);
+      }
+  };
+  int64_t p = p0;
+  if (M == 1) {  // one row: 4 panels (8 FMA chains) in flight
+    for (; p + 4 <= p1; p += 4) {
+      panels_f32<1, 4>(x, ldx, packed + p * K * 16, K, out);
+      emit(1, 4, p, 0);
+    }
+  }
+  for (; p < p1; ++p) {
+    const float* wp = packed + p * K * 16;
+    for (int64_t m0 = 0; m0 < M; m0 += 4) {
+      const float* xm = x + m0 * ldx;
+      const int rows = static_cast<int>(std::min<int64_t>(4, M - m0));
+      switch (rows) {
+        case 1: panels_f32<1, 1>(xm, ldx, wp, K, out); break;
+        case 2: panels_f32<2, 1>(xm, ldx, wp, K, out); break;
+        case 3: panels_f32<3, 1>(xm, ldx, wp, K, out); break;
+        default: panels_f32<4, 1>(xm, ldx, wp, K, out); break;
+      }
+      emit(rows, 1, p, m0);
+    }
+  }
+}
+
+EARS_AVX2 void rms_norm_rows(const uint16_t* x, int64_t outer, int64_t outer_stride, int64_t inner, int64_t D,
+                             const uint16_t* w, bool w_per_inner, float eps, uint16_t* y) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const uint16_t* xr = x + o * outer_stride + i * D;
+      const uint16_t* wr = w_per_inner ? w + i * D : w;
+      uint16_t* yr = y + (o * inner + i) * D;
+      __m256 acc = _mm256_setzero_ps();
+      int64_t j = 0;
+      for (; j + 8 <= D; j += 8) {
+        const __m256 v = load8(xr + j);
+        acc = _mm256_fmadd_ps(v, v, acc);
+      }
+      if (j < D) {
+        const __m256 v = load8_tail(xr + j, D - j);
+        acc = _mm256_fmadd_ps(v, v, acc);
+      }
+      const __m256 inv = _mm256_set1_ps(1.0f / std::sqrt(hsum(acc) / static_cast<float>(D) + eps));
+      for (j = 0; j < D; j += 8) {
+        const int64_t left = std::min<int64_t>(8, D - j);
+        const __m256 xv = left == 8 ? load8(xr + j) : load8_tail(xr + j, left);
+        const __m256 wv = left == 8 ? load8(wr + j) : load8_tail(wr + j, left);
+        const __m256 v = _mm256_mul_ps(round_bf16(_mm256_mul_ps(xv, inv)), wv);
+        if (left == 8) {
+          store8(yr + j, v);
+        } else {
+          store8_tail(yr + j, v, left);
+        }
+      }
+    }
+}
+
+EARS_AVX2 void rope_rows(const uint16_t* x, int64_t outer, int64_t outer_stride, int64_t n_heads, int64_t hd,
+                         const uint16_t* cos, const uint16_t* sin, uint16_t* y) {
+  const int64_t half = hd / 2;
+  auto ld = [](const uint16_t* p, int64_t left) { return left >= 8 ? load8(p) : load8_tail(p, left); };
+  for (int64_t o = 0; o < outer; ++o) {
+    const uint16_t* c = cos + o * hd;
+    const uint16_t* s = sin + o * hd;
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const uint16_t* xr = x + o * outer_stride + h * hd;
+      uint16_t* yr = y + (o * n_heads + h) * hd;
+      for (int64_t j = 0; j < half; j += 8) {
+        const int64_t left = half - j;
+        const __m256 lo = ld(xr + j, left), hi = ld(xr + half + j, left);
+        // rotate_half(x) = cat(-x[half:], x[:half])
+        const __m256 out_lo = _mm256_add_ps(round_bf16(_mm256_mul_ps(lo, ld(c + j, left))),
+                                            round_bf16(_mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), hi), ld(s + j, left))));
+        const __m256 out_hi = _mm256_add_ps(round_bf16(_mm256_mul_ps(hi, ld(c + half + j, left))),
+                                            round_bf16(_mm256_mul_ps(lo, ld(s + half + j, left))));
+        if (left >= 8) {
+          store8(yr + j, out_lo);
+          store8(yr + half + j, out_hi);
+        } else {
+          store8_tail(yr + j, out_lo, left);
+          store8_tail(yr + half + j, out_hi, left);
+        }
+      }
+    }
+  }
+}
+
+EARS_AVX2 void attend_row(const uint16_t* q, const uint16_t* k, int64_t ldk, const uint16_t* v, int64_t ldv,
+                          int64_t n_keys, int64_t hd, float scale, float* scratch, uint16_t* out) {
+  // Scores: bf16(q . k_j), times the scale and rounded again (HF: matmul in bf16, then * scaling).
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n_keys; ++j) {
+    const float s = from_bf16(to_bf16(from_bf16(to_bf16(dot(q, k + j * ldk, hd))) * scale));
+    scratch[j] = s;
+    mx = s > mx ? s : mx;
+  }
+  // exp(s - max) and its sum, 8 keys at a time (a zero-padded tail).
+  const __m256 vmx = _mm256_set1_ps(mx);
+  __m256 vsum = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= n_keys; j += 8) {
+    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(scratch + j), vmx));
+    _mm256_storeu_ps(scratch + j, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  if (j < n_keys) {
+    alignas(32) float buf[8];
+    for (int l = 0; l < 8; ++l) buf[l] = j + l < n_keys ? scratch[j + l] - mx : -std::numeric_limits<float>::infinity();
+    _mm256_store_ps(buf, exp_ps(_mm256_load_ps(buf)));
+    for (int64_t l = 0; j + l < n_keys; ++l) scratch[j + l] = buf[l];
+    vsum = _mm256_add_ps(vsum, _mm256_load_ps(buf));
+  }
+  const float sum = hsum(vsum);
+  // Probabilities in fp32 rounded to bf16, then sum_j p_j v_j in fp32, 8 lanes at a time.
+  constexpr int64_t kMaxChunks = 64;  // head_dim <= 512
+  __m256 acc[kMaxChunks];
+  const int64_t chunks = (hd + 7) / 8;
+  for (int64_t c = 0; c < chunks; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t jj = 0; jj < n_keys; ++jj) {
+    const __m256 p = _mm256_set1_ps(from_bf16(to_bf16(scratch[jj] / sum)));
+    const uint16_t* vj = v + jj * ldv;
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t left = hd - c * 8;
+      acc[c] = _mm256_fmadd_ps(p, left >= 8 ? load8(vj + c * 8) : load8_tail(vj + c * 8, left), acc[c]);
+    }
+  }
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t left = hd - c * 8;
+    if (left >= 8) {
+      store8(out + c * 8, acc[c]);
+    } else {
+      store8_tail(out + c * 8, acc[c], left);
+    }
+  }
+}
+
+#else  // not x86-64 with GCC/Clang: kernels::path() is always aten, these are never called
+
+void gemm_bf16(const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t, int64_t, const uint16_t*, uint16_t*,
+               int64_t, int64_t, int64_t) {}
+void gemm_f32(const float*, int64_t, int64_t, const float*, int64_t, int64_t, const float*, float*, int64_t, int64_t,
+              int64_t) {}
+void rms_norm_rows(const uint16_t*, int64_t, int64_t, int64_t, int64_t, const uint16_t*, bool, float, uint16_t*) {}
+void rope_rows(const uint16_t*, int64_t, int64_t, int64_t, int64_t, const uint16_t*, const uint16_t*, uint16_t*) {}
+void attend_row(const uint16_t*, const uint16_t*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, float, float*,
+                uint16_t*) {}
+
+#endif
+
+}  // namespace cpu_avx2
+}  // namespace ears

@@ -1,1 +1,49 @@
+// CPU kernels for x86 CPUs with AVX2 + FMA and no AVX-512 BF16 (AMD Zen 1-3, Intel Haswell to
+// Alder Lake, most CI runners): the kernel path "avx2" of decoders/kernel_path.h. Same contracts
+// as decoders/cpu_bf16.h, so decoders/layers.cpp dispatches between them:
+//   - bf16 linear over the weight packed once at load in cpu_bf16's VNNI pair layout (the same
+//     bytes the AMX and vdpbf16ps kernels read): each 32-byte load holds 8 outputs x 2 k; the
+//     even k widen to fp32 by a 16-bit shift, the odd k by masking the low half (llama.cpp's
+//     ggml-cpu widens the same way), then FMA in fp32;
+//   - float32 linear over 16-column panels (packed[(n / 16) * K * 16 + k * 16 + n % 16]);
+//   - bf16 attention per query row, RMSNorm and RoPE with Hugging Face's bf16 roundings.
+//
+// Numerics (the T = 0 identity contract): output (m, n) of a linear is
+//   acc = 0; for k in 0..K-1 (K padded to 32 with zeros): acc = fma(x[m, k], w[n, k], acc)
+// then + bias and one rounding (bf16 nearest even, or none in float32) — a fixed sequence that
+// does not depend on how many rows are computed together, or on the thread split. Attention,
+// RMSNorm and RoPE are per row. So decoding a token alone and verifying it among γ+1 gives the
+// same bits, at any batch size.
+//
+// Plain C++ on raw bits with GCC target attributes: the binary runs on any x86-64; callers
+// check kernels::path() before calling.
 #pragma once
+
+#include <cstdint>
+
+namespace ears {
+namespace cpu_avx2 {
+
+// bf16 linear: y[m * ldy + n] = bf16(sum_k x[m * ldx + k] * w[n, k] + bias[n]) for m < M and the
+// 32-row weight blocks [nb0, nb1) of `packed` (cpu_bf16::amx_pack layout; n < N). bias may be null.
+void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* packed, int64_t N, int64_t K,
+               const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t nb0, int64_t nb1);
+
+// float32 panels: [ceil(N / 16), K, 16], zero-padded rows.
+int64_t panel_f32_elems(int64_t N, int64_t K);
+void panel_f32_pack(const float* w, int64_t N, int64_t K, float* packed);
+void panel_f32_unpack(const float* packed, int64_t N, int64_t K, float* w);
+// float32 linear over the 16-output panels [p0, p1).
+void gemm_f32(const float* x, int64_t ldx, int64_t M, const float* packed, int64_t N, int64_t K, const float* bias,
+              float* y, int64_t ldy, int64_t p0, int64_t p1);
+
+// bf16 RMSNorm, RoPE and one attention row: the same signatures and roundings as cpu_bf16's.
+void rms_norm_rows(const uint16_t* x, int64_t outer, int64_t outer_stride, int64_t inner, int64_t D,
+                   const uint16_t* w, bool w_per_inner, float eps, uint16_t* y);
+void rope_rows(const uint16_t* x, int64_t outer, int64_t outer_stride, int64_t n_heads, int64_t hd,
+               const uint16_t* cos, const uint16_t* sin, uint16_t* y);
+void attend_row(const uint16_t* q, const uint16_t* k, int64_t ldk, const uint16_t* v, int64_t ldv,
+                int64_t n_keys, int64_t hd, float scale, float* scratch, uint16_t* out);
+
+}  // namespace cpu_avx2
+}  // namespace ears

@@ -1,5 +1,7 @@
 #include "decoders/cpu_bf16.h"
 
+#include "decoders/kernel_path.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -18,18 +20,16 @@
 namespace ears {
 namespace cpu_bf16 {
 
-namespace {
-std::atomic<bool>& enabled_flag() {
-  static std::atomic<bool> on = [] {
-    const char* off = std::getenv("EARS_NO_CPU_KERNELS");
-    return !(off && *off && std::strcmp(off, "0") != 0);
-  }();
-  return on;
+bool available() {
+  const kernels::Path p = kernels::path();
+  return p == kernels::Path::avx512bf16 || p == kernels::Path::amx;
 }
-}  // namespace
-
-void set_enabled(bool on) { enabled_flag().store(on); }
-bool enabled() { return enabled_flag().load(); }
+bool amx_available() { return kernels::path() == kernels::Path::amx; }
+namespace {
+const kernels::Path start_path = kernels::path();
+}
+void set_enabled(bool on) { kernels::set_path(on ? start_path : kernels::Path::aten); }
+bool enabled() { return kernels::path() != kernels::Path::aten; }
 
 #if defined(EARS_CPU_BF16_X86)
 
@@ -154,16 +154,6 @@ EARS_AVX512_BF16 float dot(const uint16_t* a, const uint16_t* b, int64_t n) {
 }
 
 }  // namespace
-
-bool available() {
-  static const bool ok = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512bf16");
-  }();
-  return ok && enabled();
-}
 
 EARS_AVX512_BF16 void gemm_nt(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* w, int64_t ldw,
                               int64_t K, const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t n0, int64_t n1) {
@@ -326,19 +316,6 @@ EARS_AVX512_BF16 void store_rows(const float* c, int rows, int64_t n0, int64_t c
   }
 }
 
-bool amx_available() {
-  static const bool ok = [] {
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("amx-bf16") || !__builtin_cpu_supports("amx-tile") ||
-        !__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512vl"))
-      return false;
-    // Linux gives a process the AMX tile state only on request (ARCH_REQ_XCOMP_PERM, XTILEDATA).
-    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
-  }();
-  return ok && enabled();
-}
-
 void amx_pack(const uint16_t* w, int64_t N, int64_t K, uint16_t* packed) {
   const int64_t kchunks = (K + 31) / 32;
   std::fill(packed, packed + amx_packed_elems(N, K), uint16_t{0});
@@ -395,10 +372,71 @@ EARS_AMX void amx_gemm(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t
   _tile_release();
 }
 
+namespace {
+// One 32-row weight block of the AMX-packed layout against MB rows of x (zero-padded to Kp
+// columns): a k-pair row of a 16-output half is 64 bytes, one vdpbf16ps operand.
+template <int MB>
+EARS_AVX512_BF16 void vnni_block(const uint16_t* x, int64_t ldx, const uint16_t* wb, int64_t kchunks, bool prefetch,
+                                 float* out) {
+  __m512 acc[MB][2];
+  for (int m = 0; m < MB; ++m) acc[m][0] = acc[m][1] = _mm512_setzero_ps();
+  for (int64_t kc = 0; kc < kchunks; ++kc) {
+    const uint16_t* wk = wb + kc * 1024;
+    if (prefetch)
+      for (int line = 0; line < 1024; line += 32)
+        _mm_prefetch(reinterpret_cast<const char*>(wk + 2048 + line), _MM_HINT_T0);
+    for (int p = 0; p < 16; ++p) {
+      const __m512bh w0 = load32(wk + p * 32), w1 = load32(wk + 512 + p * 32);
+      for (int m = 0; m < MB; ++m) {
+        int32_t pair;
+        std::memcpy(&pair, x + m * ldx + kc * 32 + 2 * p, sizeof pair);
+        const __m512bh xb = (__m512bh)_mm512_set1_epi32(pair);
+        acc[m][0] = _mm512_dpbf16_ps(acc[m][0], xb, w0);
+        acc[m][1] = _mm512_dpbf16_ps(acc[m][1], xb, w1);
+      }
+    }
+  }
+  for (int m = 0; m < MB; ++m) {
+    _mm512_storeu_ps(out + m * 32, acc[m][0]);
+    _mm512_storeu_ps(out + m * 32 + 16, acc[m][1]);
+  }
+}
+}  // namespace
+
+EARS_AVX512_BF16 void vnni_gemm(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* packed, int64_t N,
+                                int64_t K, const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t nb0, int64_t nb1) {
+  const int64_t kchunks = (K + 31) / 32;
+  if (K % 32 != 0) {  // pairs are read up to the padded width: a zero-padded per-thread copy
+    thread_local std::vector<uint16_t> xp;
+    const int64_t Kp = kchunks * 32;
+    xp.assign(static_cast<size_t>(M * Kp), 0);
+    for (int64_t m = 0; m < M; ++m) std::copy(x + m * ldx, x + m * ldx + K, xp.data() + m * Kp);
+    x = xp.data();
+    ldx = Kp;
+  }
+  alignas(64) float c[8 * 32];
+  for (int64_t nb = nb0; nb < nb1; ++nb) {
+    const uint16_t* wb = packed + nb * kchunks * 1024;
+    for (int64_t m0 = 0; m0 < M; m0 += 8) {
+      const uint16_t* xm = x + m0 * ldx;
+      const int rows = static_cast<int>(std::min<int64_t>(8, M - m0));
+      switch (rows) {
+        case 1: vnni_block<1>(xm, ldx, wb, kchunks, m0 == 0, c); break;
+        case 2: vnni_block<2>(xm, ldx, wb, kchunks, m0 == 0, c); break;
+        case 3: vnni_block<3>(xm, ldx, wb, kchunks, m0 == 0, c); break;
+        case 4: vnni_block<4>(xm, ldx, wb, kchunks, m0 == 0, c); break;
+        case 5: vnni_block<5>(xm, ldx, wb, kchunks, m0 == 0, c); break;
+        case 6: vnni_block<6>(xm, ldx, wb, kchunks, m0 == 0, c); break;
+        case 7: vnni_block<7>(xm, ldx, wb, kchunks, m0 == 0, c); break;
+        default: vnni_block<8>(xm, ldx, wb, kchunks, m0 == 0, c); break;
+      }
+      store_rows(c, rows, nb * 32, std::min<int64_t>(32, N - nb * 32), bias, y + m0 * ldy, ldy);
+    }
+  }
+}
+
 #else  // not x86-64 with GCC/Clang: the ATen path is always taken
 
-bool available() { return false; }
-bool amx_available() { return false; }
 void rms_norm_rows(const uint16_t*, int64_t, int64_t, int64_t, int64_t, const uint16_t*, bool, float, uint16_t*) {}
 void rope_rows(const uint16_t*, int64_t, int64_t, int64_t, int64_t, const uint16_t*, const uint16_t*, uint16_t*) {}
 int64_t amx_packed_elems(int64_t N, int64_t K) { return (N + 31) / 32 * 32 * ((K + 31) / 32 * 32); }
@@ -406,6 +444,8 @@ void amx_pack(const uint16_t*, int64_t, int64_t, uint16_t*) {}
 void amx_unpack(const uint16_t*, int64_t, int64_t, uint16_t*) {}
 void amx_gemm(const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t, int64_t, const uint16_t*, uint16_t*,
               int64_t, int64_t, int64_t) {}
+void vnni_gemm(const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t, int64_t, const uint16_t*, uint16_t*,
+               int64_t, int64_t, int64_t) {}
 void gemm_nt(const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t, int64_t, const uint16_t*, uint16_t*,
              int64_t, int64_t, int64_t) {}
 void attend_row(const uint16_t*, const uint16_t*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, float,

@@ -3,8 +3,9 @@
 // functional layers (decoders/layers.h) call them for bf16 CPU tensors without autograd; every
 // other device and dtype takes plain ATen:
 //   - linear with a prepared weight (layers::prepare_linear, the target and the EAGLE-3 head):
-//     AMX tiles over a weight repacked once at load, any number of rows;
-//   - linear with a plain weight and <= 8 rows: vdpbf16ps row dots (AVX-512 BF16 without AMX);
+//     a weight repacked once at load, any number of rows: AMX tiles, or vdpbf16ps over the same
+//     packed bytes on CPUs with AVX-512 BF16 but no AMX;
+//   - linear with a plain weight and <= 8 rows: vdpbf16ps row dots;
 //   - attention for <= 8 new tokens per sequence (decode, verification), at any batch;
 //   - RMSNorm and RoPE, one pass each instead of 5-8 ATen ops.
 //
@@ -29,11 +30,10 @@
 namespace ears {
 namespace cpu_bf16 {
 
-// True when this CPU executes AVX-512F/BW/VL/BF16 (checked once) and the kernels are enabled.
+// True when the kernel path in effect (decoders/kernel_path.h) is avx512bf16 or amx.
 bool available();
-// On by default; EARS_NO_CPU_KERNELS=1 starts the process with them off. `bench forward
-// --compare-kernels` flips it to time both paths in one run. A model loaded while they are off
-// keeps plain weights (no AMX packing); switch only between whole forwards.
+// Deprecated switches kept for bench --compare-kernels: off = kernels::set_path(aten), on = the
+// path the process started with.
 void set_enabled(bool on);
 bool enabled();
 
@@ -48,8 +48,7 @@ void gemm_nt(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* w, int64
 //   packed[((n / 32) * (Kp / 32) + k / 32) * 1024 + (n % 32 / 16) * 512 + (k % 32 / 2) * 32 + (n % 16) * 2 + k % 2]
 // so a 32-column block of outputs streams one contiguous run of the packed weight.
 
-// True when the CPU has AMX-BF16, the OS granted this process the tile state (checked once) and
-// the kernels are enabled.
+// True when the kernel path in effect is amx (the CPU has AMX-BF16 and the OS granted the tiles).
 bool amx_available();
 int64_t amx_packed_elems(int64_t N, int64_t K);
 void amx_pack(const uint16_t* w, int64_t N, int64_t K, uint16_t* packed);
@@ -60,6 +59,12 @@ void amx_unpack(const uint16_t* packed, int64_t N, int64_t K, uint16_t* w);
 // (Tiles read 16 rows x 32 columns; other shapes of x go through a zero-padded per-thread copy.)
 void amx_gemm(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* packed, int64_t N, int64_t K,
               const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t nb0, int64_t nb1);
+
+// The same product with vdpbf16ps over the AMX-packed weight (the kernel path avx512bf16: AVX-512
+// BF16 without AMX): 16 outputs x one k pair per instruction, k pairs in order, so each (m, n) is
+// independent of M (row-invariant for every M), like amx_gemm.
+void vnni_gemm(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* packed, int64_t N, int64_t K,
+               const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t nb0, int64_t nb1);
 
 // RMSNorm of rows of D elements, Hugging Face numerics: y = bf16(w * bf16(x * rsqrt(mean(x^2) + eps)))
 // with the statistics in fp32. Row (o, i) reads x + o * outer_stride + i * D and writes

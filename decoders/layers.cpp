@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cmath>
+#include <limits>
 #include <vector>
 
+#include "decoders/cpu_avx2.h"
 #include "decoders/cpu_bf16.h"
 #include "decoders/kernel_path.h"
 #include "harness/error.h"
@@ -30,15 +32,36 @@ namespace {
 constexpr int64_t kRowDotMaxRows = 8;
 constexpr int64_t kAttentionMaxTokens = 16;
 
-// A bf16 CPU tensor outside autograd, and the kernels are on: decoders/cpu_bf16 may take it.
-bool cpu_bf16_tensor(const at::Tensor& x) {
-  return x.device().is_cpu() && x.scalar_type() == at::kBFloat16 &&
-         !(at::GradMode::is_enabled() && x.requires_grad()) && cpu_bf16::available();
+// The bf16 row kernels of the kernel path in effect (decoders/kernel_path.h); null on aten.
+struct Bf16RowKernels {
+  decltype(&cpu_bf16::rms_norm_rows) rms_norm_rows;
+  decltype(&cpu_bf16::rope_rows) rope_rows;
+  decltype(&cpu_bf16::attend_row) attend_row;
+  decltype(&cpu_bf16::amx_gemm) packed_gemm;  // over the AMX-packed weight
+  int64_t attention_max_tokens;               // longer prefills take ATen (native bf16 there)
+};
+const Bf16RowKernels* bf16_kernels() {
+  static const Bf16RowKernels amx{cpu_bf16::rms_norm_rows, cpu_bf16::rope_rows, cpu_bf16::attend_row,
+                                  cpu_bf16::amx_gemm, kAttentionMaxTokens};
+  static const Bf16RowKernels vnni{cpu_bf16::rms_norm_rows, cpu_bf16::rope_rows, cpu_bf16::attend_row,
+                                   cpu_bf16::vnni_gemm, kAttentionMaxTokens};
+  // ATen's bf16 matmul is emulated on these CPUs: attention takes the kernel at any length.
+  static const Bf16RowKernels avx2{cpu_avx2::rms_norm_rows, cpu_avx2::rope_rows, cpu_avx2::attend_row,
+                                   cpu_avx2::gemm_bf16, std::numeric_limits<int64_t>::max()};
+  switch (kernels::path()) {
+    case kernels::Path::amx: return &amx;
+    case kernels::Path::avx512bf16: return &vnni;
+    case kernels::Path::avx2: return &avx2;
+    default: return nullptr;
+  }
 }
 
-bool cpu_bf16_kernel(const at::Tensor& x, int64_t rows, int64_t max_rows) {
-  return rows <= max_rows && cpu_bf16_tensor(x);
+// A bf16 CPU tensor outside autograd, and a kernel path is on: its row kernels may take it.
+bool cpu_bf16_tensor(const at::Tensor& x) {
+  return x.device().is_cpu() && x.scalar_type() == at::kBFloat16 &&
+         !(at::GradMode::is_enabled() && x.requires_grad()) && bf16_kernels() != nullptr;
 }
+
 
 // Stride between tokens when x [B, T, n, D] holds each token's n rows of D elements contiguously
 // one after another (contiguous, or a head view of a wider projection such as q and k inside the
@@ -81,7 +104,7 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
     }
     if (outer_stride >= 0) {
       at::Tensor y = at::empty(x.sizes(), x.options());
-      cpu_bf16::rms_norm_rows(bits(x), outer, outer_stride, inner, D, bits(weight), per_inner, static_cast<float>(eps),
+      bf16_kernels()->rms_norm_rows(bits(x), outer, outer_stride, inner, D, bits(weight), per_inner, static_cast<float>(eps),
                               bits_mut(y));
       return y;
     }
@@ -99,7 +122,7 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bi
   const int64_t rows = in == 0 ? 0 : x.numel() / in;
   std::vector<int64_t> out_sizes(x.sizes().begin(), x.sizes().end());
   out_sizes.back() = w.size(0);
-  if (rows > 0 && cpu_bf16_kernel(x, rows, kRowDotMaxRows) && w.scalar_type() == at::kBFloat16 && w.dim() == 2 &&
+  if (rows > 0 && rows <= kRowDotMaxRows && cpu_bf16_tensor(x) && cpu_bf16::available() && w.scalar_type() == at::kBFloat16 && w.dim() == 2 &&
       w.size(1) == in && w.is_contiguous() && !(at::GradMode::is_enabled() && w.requires_grad()) &&
       (!bias.defined() || (bias.scalar_type() == at::kBFloat16 && bias.is_contiguous()))) {
     const at::Tensor x2 = x.reshape({rows, in}).contiguous();
@@ -150,11 +173,19 @@ LinearWeight prepare_linear(const at::Tensor& w, const at::Tensor& bias) {
   lw.bias = bias;
   lw.out_features = w.size(0);
   lw.in_features = w.size(1);
-  if (w.device().is_cpu() && w.scalar_type() == at::kBFloat16 && !w.requires_grad() && cpu_bf16::amx_available()) {
-    if (bias.defined()) lw.bias = bias.to(at::kBFloat16).contiguous();  // the kernel reads it as bf16 bits
+  const kernels::Path path = kernels::path();
+  const bool cpu_weight = w.device().is_cpu() && !w.requires_grad() && path != kernels::Path::aten;
+  if (cpu_weight && w.scalar_type() == at::kBFloat16) {
+    // One layout for amx, avx512bf16 and avx2: the kernel reads the bias as bf16 bits.
+    if (bias.defined()) lw.bias = bias.to(at::kBFloat16).contiguous();
     const at::Tensor dense = w.contiguous();
     lw.packed = at::empty({cpu_bf16::amx_packed_elems(lw.out_features, lw.in_features)}, w.options());
     cpu_bf16::amx_pack(bits(dense), lw.out_features, lw.in_features, bits_mut(lw.packed));
+  } else if (cpu_weight && w.scalar_type() == at::kFloat) {
+    if (bias.defined()) lw.bias = bias.to(at::kFloat).contiguous();
+    const at::Tensor dense = w.contiguous();
+    lw.packed = at::empty({cpu_avx2::panel_f32_elems(lw.out_features, lw.in_features)}, w.options());
+    cpu_avx2::panel_f32_pack(dense.data_ptr<float>(), lw.out_features, lw.in_features, lw.packed.data_ptr<float>());
   } else {
     lw.w = w;
   }
@@ -164,33 +195,56 @@ LinearWeight prepare_linear(const at::Tensor& w, const at::Tensor& bias) {
 at::Tensor LinearWeight::dense() const {
   if (!packed.defined()) return w;
   at::Tensor out = at::empty({out_features, in_features}, packed.options());
-  cpu_bf16::amx_unpack(bits(packed), out_features, in_features, bits_mut(out));
+  if (packed.scalar_type() == at::kFloat) {
+    cpu_avx2::panel_f32_unpack(packed.data_ptr<float>(), out_features, in_features, out.data_ptr<float>());
+  } else {
+    cpu_bf16::amx_unpack(bits(packed), out_features, in_features, bits_mut(out));
+  }
   return out;
 }
+
+namespace {
+// Splits blocks of `block_rows` weight rows over LibTorch's threads, at least ~256 KiB of weights
+// per thread (forking for less costs more than it saves: the bundled tiny models' linears are
+// 128-512 KiB).
+template <class F>
+void for_weight_blocks(int64_t N, int64_t K, int64_t block_rows, int64_t elem_bytes, const F& f) {
+  const int64_t grain = std::max<int64_t>(1, (int64_t{256} << 10) / (block_rows * elem_bytes * K));
+  at::parallel_for(0, (N + block_rows - 1) / block_rows, grain, f);
+}
+}  // namespace
 
 at::Tensor linear(const at::Tensor& x, const LinearWeight& lw) {
   if (!lw.packed.defined()) return linear(x, lw.w, lw.bias);
   const int64_t in = lw.in_features, N = lw.out_features;
   if (x.size(-1) != in)
     fail("linear: input has {} features but the weight expects {}", x.size(-1), in);
-  if (!(x.device().is_cpu() && x.scalar_type() == at::kBFloat16 && !(at::GradMode::is_enabled() && x.requires_grad())))
-    return at::linear(x.to(at::kBFloat16), lw.dense(), lw.bias.defined() ? c10::optional<at::Tensor>(lw.bias) : c10::nullopt);
+  const at::ScalarType wt = lw.packed.scalar_type();
+  const bool f32 = wt == at::kFloat;
+  const bool kernel = x.device().is_cpu() && x.scalar_type() == wt && !(at::GradMode::is_enabled() && x.requires_grad()) &&
+                      (f32 ? kernels::path() != kernels::Path::aten : bf16_kernels() != nullptr);
+  if (!kernel)
+    return at::linear(x.to(wt), lw.dense(), lw.bias.defined() ? c10::optional<at::Tensor>(lw.bias) : c10::nullopt);
   const int64_t rows = x.numel() / in;
   std::vector<int64_t> out_sizes(x.sizes().begin(), x.sizes().end());
   out_sizes.back() = N;
   at::Tensor y = at::empty({rows, N}, x.options());
   if (rows == 0) return y.view(out_sizes);
   const at::Tensor x2 = x.reshape({rows, in}).contiguous();
-  const uint16_t* xb = bits(x2);
-  const uint16_t* wb = bits(lw.packed);
-  const uint16_t* bb = lw.bias.defined() ? bits(lw.bias) : nullptr;
-  uint16_t* yb = bits_mut(y);
-  // Weight blocks of 32 rows; a thread takes at least ~256 KiB of weights (forking for less costs
-  // more than it saves: the bundled tiny models' linears are 128-512 KiB).
-  const int64_t grain = std::max<int64_t>(1, (int64_t{256} << 10) / (32 * 2 * in));
-  at::parallel_for(0, (N + 31) / 32, grain, [&](int64_t nb0, int64_t nb1) {
-    cpu_bf16::amx_gemm(xb, in, rows, wb, N, in, bb, yb, N, nb0, nb1);
-  });
+  if (f32) {
+    const float* xb = x2.data_ptr<float>();
+    const float* wb = lw.packed.data_ptr<float>();
+    const float* bb = lw.bias.defined() ? lw.bias.data_ptr<float>() : nullptr;
+    float* yb = y.data_ptr<float>();
+    for_weight_blocks(N, in, 16, 4, [&](int64_t p0, int64_t p1) { cpu_avx2::gemm_f32(xb, in, rows, wb, N, in, bb, yb, N, p0, p1); });
+  } else {
+    const uint16_t* xb = bits(x2);
+    const uint16_t* wb = bits(lw.packed);
+    const uint16_t* bb = lw.bias.defined() ? bits(lw.bias) : nullptr;
+    uint16_t* yb = bits_mut(y);
+    const auto gemm = bf16_kernels()->packed_gemm;
+    for_weight_blocks(N, in, 32, 2, [&](int64_t nb0, int64_t nb1) { gemm(xb, in, rows, wb, N, in, bb, yb, N, nb0, nb1); });
+  }
   return y.view(out_sizes);
 }
 
@@ -240,7 +294,7 @@ at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope) {
       rope.cos.is_contiguous() && rope.sin.is_contiguous() && rope.cos.numel() == x.size(0) * x.size(1) * hd &&
       rope.sin.numel() == rope.cos.numel()) {
     at::Tensor y = at::empty(x.sizes(), x.options());
-    cpu_bf16::rope_rows(bits(x), x.size(0) * x.size(1), x.stride(1), x.size(2), hd, bits(rope.cos), bits(rope.sin),
+    bf16_kernels()->rope_rows(bits(x), x.size(0) * x.size(1), x.stride(1), x.size(2), hd, bits(rope.cos), bits(rope.sin),
                         bits_mut(y));
     return y;
   }
@@ -258,7 +312,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), hd = q.size(3);
   const int64_t K = k.size(1), S = k.size(2);
   const int64_t G = H / K;
-  if (positions.defined() && cpu_bf16_kernel(q, T, kAttentionMaxTokens) && k.scalar_type() == at::kBFloat16 &&
+  if (positions.defined() && cpu_bf16_tensor(q) && T <= bf16_kernels()->attention_max_tokens && k.scalar_type() == at::kBFloat16 &&
       v.scalar_type() == at::kBFloat16 && k.stride(3) == 1 && v.stride(3) == 1 && hd <= 512 &&
       !(at::GradMode::is_enabled() && (k.requires_grad() || v.requires_grad()))) {
     // One query row per (b, t, h) over its visible prefix of keys: positions[b, t] + 1 of them.
@@ -271,12 +325,13 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
     const int64_t* pb = pos.data_ptr<int64_t>();
     uint16_t* ob = bits_mut(out);
     const float fscale = static_cast<float>(scale);
+    const auto attend_row = bf16_kernels()->attend_row;
     at::parallel_for(0, B * T * H, 16, [&](int64_t r0, int64_t r1) {  // >= 16 query rows per thread
       std::vector<float> scratch(static_cast<size_t>(S));
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t bt = r / H, h = r % H, b = bt / T, kvh = h / G;
         const int64_t n_keys = std::min<int64_t>(pb[bt] + 1, S);
-        cpu_bf16::attend_row(qb + r * hd, kb + b * k.stride(0) + kvh * k.stride(1), k.stride(2),
+        attend_row(qb + r * hd, kb + b * k.stride(0) + kvh * k.stride(1), k.stride(2),
                              vb + b * v.stride(0) + kvh * v.stride(1), v.stride(2), n_keys, hd, fscale,
                              scratch.data(), ob + r * hd);
       }

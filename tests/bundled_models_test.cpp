@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
+#include <tuple>
 
 #include "datasets/synth_gsm.h"
 #include "decoders/draft.h"
@@ -15,6 +16,7 @@
 #include "decoders/model.h"
 #include "decoders/runtime.h"
 #include "decoders/tokenizer.h"
+#include "tests/kernel_paths.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;
@@ -84,11 +86,30 @@ TEST(BundledModels, ReproduceTheRecordedGreedyContinuation) {
   EXPECT_EQ(out[0].text, rec["output_text"].get<std::string>());
 }
 
-TEST(BundledModels, SpeculativeGreedyIsTokenIdenticalOnSynthGsm) {
+// T = 0 speculative == target-only greedy, token for token, on every CPU kernel path this machine
+// has (tests/kernel_paths.h) and in both compute dtypes: float32 (the bf16 weights upcast exactly)
+// and bf16 (the shipped dtype, the quickstart's), at batch 4.
+class SpeculativeGreedy : public ::testing::TestWithParam<std::tuple<kernels::Path, c10::ScalarType>> {};
+
+INSTANTIATE_TEST_SUITE_P(PathsAndDtypes, SpeculativeGreedy,
+                         ::testing::Combine(EARS_KERNEL_PATHS, ::testing::Values(at::kFloat, at::kBFloat16)),
+                         [](const auto& info) {
+                           return std::string(kernels::path_name(std::get<0>(info.param))) + "_" +
+                                  dtype_name(std::get<1>(info.param));
+                         });
+
+TEST_P(SpeculativeGreedy, IsTokenIdenticalOnSynthGsm) {
+  const auto [path, dtype] = GetParam();
+  EARS_SKIP_UNSUPPORTED_PATH(path);
+  if (path == kernels::Path::aten && dtype == at::kBFloat16 && !kernels::native_bf16())
+    GTEST_SKIP() << "LibTorch emulates bf16 on this CPU (minutes per run) and its GEMM is not row-invariant";
+  test::KernelPathGuard guard(path);
+  const CausalLM m = CausalLM::load(kModels / "tiny-qwen3", at::kCPU, dtype);
+  const Eagle3Head h = Eagle3Head::load(kModels / "tiny-eagle3", m);
   const auto problems = synth_gsm(40, 0, "test");
-  auto drafter = make_eagle3_drafter(head());
-  Engine plain(target(), nullptr, &tokenizer());
-  Engine spec(target(), drafter.get(), &tokenizer());
+  auto drafter = make_eagle3_drafter(h);
+  Engine plain(m, nullptr, &tokenizer());
+  Engine spec(m, drafter.get(), &tokenizer());
   int64_t emitted = 0, steps = 0;
   for (size_t i = 0; i < problems.size(); i += 4) {
     std::vector<GenRequest> batch;
@@ -110,9 +131,13 @@ TEST(BundledModels, SpeculativeGreedyIsTokenIdenticalOnSynthGsm) {
 // The quickstart computes in bf16 (the shipped dtype). For T = 0 speculative output to equal
 // target-only greedy there too, a token decoded alone must get the very logits it gets inside a
 // γ+1-token verification forward: six 1-token steps == one 6-token step, bit for bit.
-TEST(BundledModels, Bf16DecodeStepsRoundLikeOneVerificationForward) {
-  const CausalLM m = CausalLM::load(kModels / "tiny-qwen3");
-  ASSERT_EQ(m.dtype(), at::kBFloat16);
+class Bf16Rounding : public ::testing::TestWithParam<kernels::Path> {};
+INSTANTIATE_TEST_SUITE_P(Paths, Bf16Rounding, EARS_KERNEL_PATHS, test::path_param_name);
+
+TEST_P(Bf16Rounding, DecodeStepsRoundLikeOneVerificationForwardAtAnyBatch) {
+  EARS_SKIP_UNSUPPORTED_PATH(GetParam());
+  test::KernelPathGuard guard(GetParam());
+  const CausalLM m = CausalLM::load(kModels / "tiny-qwen3", at::kCPU, at::kBFloat16);
   const auto ids = tokenizer().encode(qwen3_chat_prompt("Tom has 12 apples and buys 7 more. How many now?", false));
   const auto longs = at::TensorOptions().dtype(at::kLong);
   const at::Tensor prompt = at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), longs).view({1, -1});
@@ -128,4 +153,13 @@ TEST(BundledModels, Bf16DecodeStepsRoundLikeOneVerificationForward) {
     EXPECT_TRUE(at::equal(single[static_cast<size_t>(i)], six.select(1, i)))
         << "position " << i << ": max |diff| "
         << (single[static_cast<size_t>(i)].to(at::kFloat) - six.select(1, i).to(at::kFloat)).abs().max().item<float>();
+  // Batched verification: the same 6 tokens in each of 4 sequences (24 rows per linear) round
+  // like the lone decode steps. LibTorch's own GEMM (aten path) gives no such guarantee.
+  if (GetParam() == kernels::Path::aten) return;
+  KVCache batch_cache = m.new_cache(4, prompt.size(1) + 6);
+  m.forward(prompt.expand({4, prompt.size(1)}).contiguous(), batch_cache);
+  const at::Tensor batched = m.forward(next.expand({4, 6}).contiguous(), batch_cache).logits;  // [4, 6, V]
+  for (int64_t b = 0; b < 4; ++b)
+    for (int64_t i = 0; i < 6; ++i)
+      EXPECT_TRUE(at::equal(single[static_cast<size_t>(i)].squeeze(0), batched[b][i])) << "sequence " << b << " position " << i;
 }

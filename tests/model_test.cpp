@@ -5,12 +5,14 @@
 
 #include <fstream>
 #include <map>
+#include <memory>
 
 #include "decoders/cpu_bf16.h"
 #include "decoders/layers.h"
 #include "decoders/model.h"
 #include "harness/error.h"
 #include "tests/tensor_test_util.h"
+#include "tests/kernel_paths.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;
@@ -462,43 +464,34 @@ TEST(Layers, AttentionMatchesNaiveGqa) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// decoders/cpu_bf16: the bf16 CPU kernels behind layers::linear / layers::attention
+// CPU kernels (decoders/cpu_bf16, decoders/cpu_avx2) behind layers::linear / attention / rms_norm /
+// apply_rope, once per kernel path the CPU supports (tests/kernel_paths.h). On the aten path the
+// same assertions hold for LibTorch's own ops where they are stated for every path.
 
-#define SKIP_WITHOUT_CPU_BF16()                                                                  \
-  if (!ears::cpu_bf16::available())                                                              \
-  GTEST_SKIP() << "this CPU lacks AVX-512 BF16 (or EARS_NO_CPU_KERNELS is set): layers use the " \
-                  "ATen path, covered by the other tests"
-
-TEST(CpuBf16, LinearIsRowInvariantAndMatchesFloat32) {
-  SKIP_WITHOUT_CPU_BF16();
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
-  // K = 200: six full 32-wide steps plus a masked tail; N = 37: 8/4-row tiles plus single rows.
-  const int64_t K = 200, N = 37;
-  const at::Tensor x = at::randn({8, K}, gen, at::kFloat).to(at::kBFloat16);
-  const at::Tensor w = (at::randn({N, K}, gen, at::kFloat) * 0.1).to(at::kBFloat16);
-  const at::Tensor bias = at::randn({N}, gen, at::kFloat).to(at::kBFloat16);
-  const at::Tensor ref = at::linear(x.to(at::kFloat), w.to(at::kFloat), bias.to(at::kFloat));
-  const at::Tensor all = ears::layers::linear(x, w, bias);
-  ASSERT_EQ(all.scalar_type(), at::kBFloat16);
-  // fp32 accumulation, one bf16 rounding: within half a bf16 ulp (2^-8 relative) plus the fp32
-  // summation error of 200 products.
-  const at::Tensor err = (all.to(at::kFloat) - ref).abs();
-  EXPECT_TRUE(err.le(ref.abs() * (1.0 / 256) + 1e-4).all().item<bool>()) << "max error " << err.max().item<float>();
-  for (int64_t m = 1; m <= 8; ++m) {
-    const at::Tensor part = ears::layers::linear(x.narrow(0, 0, m).view({1, m, K}), w, bias);
-    EXPECT_TRUE(at::equal(part.view({m, N}), all.narrow(0, 0, m))) << m << " rows round differently";
+namespace {
+class CpuKernels : public ::testing::TestWithParam<ears::kernels::Path> {
+ protected:
+  void SetUp() override {
+    EARS_SKIP_UNSUPPORTED_PATH(GetParam());
+    guard_ = std::make_unique<ears::test::KernelPathGuard>(GetParam());
   }
-  // Without a bias: the same products, no bias term.
-  const at::Tensor nb = ears::layers::linear(x, w);
-  EXPECT_LE(max_abs(nb, at::linear(x.to(at::kFloat), w.to(at::kFloat))), 0.02);
-}
+  void TearDown() override { guard_.reset(); }
+  bool kernels_on() const { return GetParam() != ears::kernels::Path::aten; }
 
-TEST(CpuBf16, AmxLinearIsRowInvariantForAnyRowCount) {
-  if (!ears::cpu_bf16::amx_available())
-    GTEST_SKIP() << "this CPU lacks AMX-BF16 (or EARS_NO_CPU_KERNELS is set): prepare_linear keeps the plain weight";
+ private:
+  std::unique_ptr<ears::test::KernelPathGuard> guard_;
+};
+}  // namespace
+
+INSTANTIATE_TEST_SUITE_P(Paths, CpuKernels, EARS_KERNEL_PATHS, ears::test::path_param_name);
+
+// A prepared (packed) linear: fp32 accumulation with one bf16 rounding, and every row rounds the
+// same whatever the number of rows computed with it (T = 0 identity at every batch size).
+TEST_P(CpuKernels, Bf16LinearIsRowInvariantForAnyRowCount) {
+  if (!kernels_on()) GTEST_SKIP() << "LibTorch's GEMM is not row-invariant (layers::linear works around it for 1 row only)";
   auto gen = at::make_generator<at::CPUGeneratorImpl>(14);
-  // K = 200: six full 32-wide tiles plus a zero-padded tail; N = 37: one full 32-row block plus a
-  // padded one; 40 rows: two full 16-row tiles and a partial one.
+  // K = 200: six full 32-wide chunks plus a zero-padded tail; N = 37: one full 32-row block plus
+  // a padded one; 40 rows: full and partial row tiles of every kernel.
   const int64_t K = 200, N = 37, M = 40;
   const at::Tensor x = at::randn({M, K}, gen, at::kFloat).to(at::kBFloat16);
   const at::Tensor w = (at::randn({N, K}, gen, at::kFloat) * 0.1).to(at::kBFloat16);
@@ -508,46 +501,83 @@ TEST(CpuBf16, AmxLinearIsRowInvariantForAnyRowCount) {
   EXPECT_FALSE(lw.w.defined());  // the plain copy is dropped
   EXPECT_TRUE(at::equal(lw.dense(), w));
   const at::Tensor all = ears::layers::linear(x, lw);
+  ASSERT_EQ(all.scalar_type(), at::kBFloat16);
   const at::Tensor ref = at::linear(x.to(at::kFloat), w.to(at::kFloat), bias.to(at::kFloat));
+  // Half a bf16 ulp (2^-8 relative) plus the fp32 summation error of 200 products.
   const at::Tensor err = (all.to(at::kFloat) - ref).abs();
   EXPECT_TRUE(err.le(ref.abs() * (1.0 / 256) + 1e-4).all().item<bool>()) << "max error " << err.max().item<float>();
-  for (int64_t m : {1, 2, 6, 15, 16, 17, 33}) {
+  for (int64_t m : {1, 2, 3, 4, 6, 7, 8, 9, 15, 16, 17, 33}) {
     const at::Tensor part = ears::layers::linear(x.narrow(0, M - m, m).view({1, m, K}), lw);
     EXPECT_TRUE(at::equal(part.view({m, N}), all.narrow(0, M - m, m))) << m << " rows round differently";
   }
 }
 
-TEST(CpuBf16, RmsNormMatchesTheFormulaOnRowsAndHeadViews) {
-  SKIP_WITHOUT_CPU_BF16();
+TEST_P(CpuKernels, Float32LinearIsRowInvariantAndMatchesAten) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(16);
+  const int64_t K = 200, N = 37, M = 40;
+  const at::Tensor x = at::randn({M, K}, gen, at::kFloat);
+  const at::Tensor w = at::randn({N, K}, gen, at::kFloat) * 0.1;
+  const at::Tensor bias = at::randn({N}, gen, at::kFloat);
+  const ears::layers::LinearWeight lw = ears::layers::prepare_linear(w, bias);
+  EXPECT_EQ(lw.packed.defined(), kernels_on());
+  EXPECT_TRUE(at::equal(lw.dense(), w));
+  const at::Tensor all = ears::layers::linear(x, lw);
+  EXPECT_LE(max_abs(all, at::linear(x.to(at::kDouble), w.to(at::kDouble), bias.to(at::kDouble)).to(at::kFloat)), 1e-4);
+  if (!kernels_on()) return;
+  for (int64_t m : {1, 2, 3, 4, 5, 8, 17, 33}) {
+    const at::Tensor part = ears::layers::linear(x.narrow(0, M - m, m).view({1, m, K}), lw);
+    EXPECT_TRUE(at::equal(part.view({m, N}), all.narrow(0, M - m, m))) << m << " rows round differently";
+  }
+}
+
+// Plain (unprepared) bf16 weights: vdpbf16ps row dots for <= 8 rows on AVX-512 BF16 CPUs.
+TEST_P(CpuKernels, Bf16PlainWeightLinearMatchesFloat32) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  const int64_t K = 200, N = 37;
+  const at::Tensor x = at::randn({8, K}, gen, at::kFloat).to(at::kBFloat16);
+  const at::Tensor w = (at::randn({N, K}, gen, at::kFloat) * 0.1).to(at::kBFloat16);
+  const at::Tensor bias = at::randn({N}, gen, at::kFloat).to(at::kBFloat16);
+  const at::Tensor ref = at::linear(x.to(at::kFloat), w.to(at::kFloat), bias.to(at::kFloat));
+  const at::Tensor all = ears::layers::linear(x, w, bias);
+  ASSERT_EQ(all.scalar_type(), at::kBFloat16);
+  const at::Tensor err = (all.to(at::kFloat) - ref).abs();
+  EXPECT_TRUE(err.le(ref.abs() * (1.0 / 128) + 1e-3).all().item<bool>()) << "max error " << err.max().item<float>();
+  if (!ears::cpu_bf16::available()) return;  // row dots: row-invariant up to 8 rows
+  for (int64_t m = 1; m <= 8; ++m) {
+    const at::Tensor part = ears::layers::linear(x.narrow(0, 0, m).view({1, m, K}), w, bias);
+    EXPECT_TRUE(at::equal(part.view({m, N}), all.narrow(0, 0, m))) << m << " rows round differently";
+  }
+}
+
+TEST_P(CpuKernels, RmsNormMatchesTheFormulaOnRowsAndHeadViews) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(13);
   const double eps = 1e-6;
   auto formula = [&](const at::Tensor& x, const at::Tensor& w) {
     const at::Tensor xf = x.to(at::kFloat);
     return (xf * xf.pow(2).mean(-1, true).add(eps).rsqrt()).to(at::kBFloat16).mul(w);
   };
-  // D = 40: two 16-lane chunks plus a masked tail.
-  const at::Tensor x = (at::randn({2, 3, 40}, gen, at::kFloat) * 3).to(at::kBFloat16);
-  const at::Tensor w = (at::rand({40}, gen, at::kFloat) + 0.5).to(at::kBFloat16);
+  // D = 44: full 16- and 8-lane chunks plus a tail.
+  const at::Tensor x = (at::randn({2, 3, 44}, gen, at::kFloat) * 3).to(at::kBFloat16);
+  const at::Tensor w = (at::rand({44}, gen, at::kFloat) + 0.5).to(at::kBFloat16);
   const at::Tensor y = ears::layers::rms_norm(x, w, eps);
   ASSERT_EQ(y.sizes(), x.sizes());
   // Only the fp32 sum order differs from the formula: at most one bf16 rounding step apart.
   EXPECT_LE(max_abs(y, formula(x, w)), 0.02 * 3);
   EXPECT_LE(mean_abs(y, formula(x, w)), 1e-3);
   // The q and k heads of a fused projection: a strided [B, T, n, hd] view, one weight row per head.
-  const at::Tensor qkv = at::randn({2, 3, 7 * 16}, gen, at::kFloat).to(at::kBFloat16);
-  const at::Tensor heads = qkv.narrow(-1, 0, 5 * 16).view({2, 3, 5, 16});
+  const at::Tensor qkv = at::randn({2, 3, 7 * 20}, gen, at::kFloat).to(at::kBFloat16);
+  const at::Tensor heads = qkv.narrow(-1, 0, 5 * 20).view({2, 3, 5, 20});
   ASSERT_FALSE(heads.is_contiguous());
-  const at::Tensor hw = (at::rand({5, 16}, gen, at::kFloat) + 0.5).to(at::kBFloat16);
+  const at::Tensor hw = (at::rand({5, 20}, gen, at::kFloat) + 0.5).to(at::kBFloat16);
   const at::Tensor hy = ears::layers::rms_norm(heads, hw, eps);
   EXPECT_LE(max_abs(hy, formula(heads, hw)), 0.02 * 3);
   EXPECT_LE(mean_abs(hy, formula(heads, hw)), 1e-3);
 }
 
-TEST(CpuBf16, RopeKernelRoundsLikeTheBf16Formula) {
-  SKIP_WITHOUT_CPU_BF16();
+TEST_P(CpuKernels, RopeRoundsLikeTheBf16Formula) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(15);
-  // hd = 40: half = 20, one 16-lane chunk plus a masked one per half; q and k heads as a strided view.
-  const int64_t B = 2, T = 3, n = 5, hd = 40;
+  // hd = 44: half = 22, full 16- and 8-lane chunks plus a tail per half; q and k heads as a view.
+  const int64_t B = 2, T = 3, n = 5, hd = 44;
   const at::Tensor qkv = (at::randn({B, T, (n + 2) * hd}, gen, at::kFloat) * 2).to(at::kBFloat16);
   const at::Tensor x = qkv.narrow(-1, 0, n * hd).view({B, T, n, hd});
   const at::Tensor pos = at::tensor(std::vector<int64_t>{3, 4, 5, 17, 18, 19}, at::kLong).view({B, T});
@@ -563,21 +593,23 @@ TEST(CpuBf16, RopeKernelRoundsLikeTheBf16Formula) {
   EXPECT_TRUE(at::equal(y, ref)) << "max |diff| " << max_abs(y, ref);
 }
 
-TEST(CpuBf16, AttentionKernelMatchesAtenPathAndIgnoresKeysPastThePosition) {
-  SKIP_WITHOUT_CPU_BF16();
+TEST_P(CpuKernels, AttentionMatchesAtenPathAndIgnoresKeysPastThePosition) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(12);
-  // hd = 80: two full 32-wide dot steps plus a tail, five 16-lane output chunks.
-  const int64_t B = 2, T = 3, H = 4, K = 2, S = 12, hd = 80;
+  // hd = 84: full 32/16/8-wide steps plus tails; S = 21: a partial 8/16-key exp chunk.
+  const int64_t B = 2, T = 3, H = 4, K = 2, S = 21, hd = 84;
   const at::Tensor q = at::randn({B, T, H, hd}, gen, at::kFloat).to(at::kBFloat16);
   at::Tensor k = at::randn({B, K, S, hd}, gen, at::kFloat).to(at::kBFloat16);
   at::Tensor v = at::randn({B, K, S, hd}, gen, at::kFloat).to(at::kBFloat16);
-  const at::Tensor pos = at::tensor(std::vector<int64_t>{2, 3, 4, 6, 7, 8}, at::kLong).view({B, T});
+  const at::Tensor pos = at::tensor(std::vector<int64_t>{2, 3, 4, 15, 16, 17}, at::kLong).view({B, T});
   const at::Tensor blocked = at::arange(S, at::kLong).view({1, 1, S}) > pos.unsqueeze(2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   const at::Tensor aten = ears::layers::attention(q, k, v, blocked, scale);
-  // Keys past every position are never read: NaN there must not reach the output.
-  k.narrow(2, 9, S - 9).fill_(std::numeric_limits<float>::quiet_NaN());
-  v.narrow(2, 9, S - 9).fill_(std::numeric_limits<float>::quiet_NaN());
+  // The kernels never read keys past every position: NaN there must not reach the output (the
+  // ATen path multiplies them by probability 0).
+  if (kernels_on()) {
+    k.narrow(2, 18, S - 18).fill_(std::numeric_limits<float>::quiet_NaN());
+    v.narrow(2, 18, S - 18).fill_(std::numeric_limits<float>::quiet_NaN());
+  }
   const at::Tensor kernel = ears::layers::attention(q, k, v, blocked, scale, pos);
   ASSERT_EQ(kernel.sizes(), aten.sizes());
   ASSERT_TRUE(at::isfinite(kernel).all().item<bool>());
@@ -585,6 +617,20 @@ TEST(CpuBf16, AttentionKernelMatchesAtenPathAndIgnoresKeysPastThePosition) {
   // sums differs, which can move a bf16 rounding by one ulp.
   EXPECT_LE(max_abs(kernel, aten), 0.02);
   EXPECT_LE(mean_abs(kernel, aten), 1e-3);
+}
+
+TEST(KernelPath, EnvironmentCapsThePathAndRejectsUnknownNames) {
+  EXPECT_EQ(ears::kernels::parse_path("avx2", "x"), ears::kernels::Path::avx2);
+  try {
+    ears::kernels::parse_path("avx3", "EARS_KERNELS");
+    ADD_FAILURE() << "no error";
+  } catch (const ears::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("EARS_KERNELS: unknown kernel path 'avx3'"), std::string::npos) << e.what();
+  }
+  if (ears::kernels::best_path() != ears::kernels::Path::amx) {
+    EXPECT_THROW(ears::kernels::set_path(ears::kernels::Path::amx), ears::Error);
+  }
+  EXPECT_NE(ears::kernels::cpu_info().isa(), "");
 }
 
 // ---------------------------------------------------------------------------------------------
