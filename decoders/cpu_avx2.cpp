@@ -89,14 +89,18 @@ EARS_AVX2 inline float hsum(__m256 v) {
 }
 
 // ---- bf16 linear over the VNNI pair layout ---------------------------------------------------
-// One 32-row weight block against MB rows of x (already fp32, zero-padded to Kp columns):
-// out[m * 32 + j] = sum_k x[m, k] w[nb * 32 + j, k], FMA in k order (see the header).
-template <int MB>
-EARS_AVX2 void block_bf16(const float* xf, int64_t ldxf, const uint16_t* wb, int64_t kchunks, bool prefetch,
+// NQ groups of 8 outputs (q0 .. q0+NQ-1 of a 32-row block: group q = half q / 2, outputs
+// (q % 2) * 8 .. +7 of that half) against MB rows of x (already fp32, zero-padded to Kp columns):
+// out[m * 32 + q * 8 + l] = sum_k x[m, k] w[q * 8 + l, k], FMA in k order (see the header) —
+// the same sequence for every MB and NQ. Register budget (16 ymm): 4 weight vectors + 2
+// broadcasts + MB * NQ accumulators; decode (MB 1) takes the whole block (NQ 4) for 4
+// independent FMA chains, more rows take half a block (NQ 2) and up to 5 rows.
+template <int MB, int NQ>
+EARS_AVX2 void block_bf16(const float* xf, int64_t ldxf, const uint16_t* wb, int64_t kchunks, int q0, bool prefetch,
                           float* out) {
-  __m256 acc[MB][4];
+  __m256 acc[MB][NQ];
   for (int m = 0; m < MB; ++m)
-    for (int q = 0; q < 4; ++q) acc[m][q] = _mm256_setzero_ps();
+    for (int q = 0; q < NQ; ++q) acc[m][q] = _mm256_setzero_ps();
   const __m256i odd_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
   for (int64_t kc = 0; kc < kchunks; ++kc) {
     const uint16_t* wk = wb + kc * 1024;
@@ -104,21 +108,25 @@ EARS_AVX2 void block_bf16(const float* xf, int64_t ldxf, const uint16_t* wb, int
       for (int line = 0; line < 1024; line += 32)
         _mm_prefetch(reinterpret_cast<const char*>(wk + 2048 + line), _MM_HINT_T0);
     for (int p = 0; p < 16; ++p) {
-      // q = 2 * half + group: outputs q*8 .. q*8+7 of the block, k = kc*32 + 2p and 2p+1.
-      for (int q = 0; q < 4; ++q) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wk + (q >> 1) * 512 + p * 32 + (q & 1) * 16));
-        const __m256 we = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-        const __m256 wo = _mm256_castsi256_ps(_mm256_and_si256(v, odd_mask));
-        for (int m = 0; m < MB; ++m) {
-          const float* xm = xf + m * ldxf + kc * 32 + 2 * p;
-          acc[m][q] = _mm256_fmadd_ps(_mm256_broadcast_ss(xm), we, acc[m][q]);
-          acc[m][q] = _mm256_fmadd_ps(_mm256_broadcast_ss(xm + 1), wo, acc[m][q]);
+      __m256 we[NQ], wo[NQ];
+      for (int q = 0; q < NQ; ++q) {
+        const int g = q0 + q;
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wk + (g >> 1) * 512 + p * 32 + (g & 1) * 16));
+        we[q] = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+        wo[q] = _mm256_castsi256_ps(_mm256_and_si256(v, odd_mask));
+      }
+      for (int m = 0; m < MB; ++m) {
+        const float* xm = xf + m * ldxf + kc * 32 + 2 * p;
+        const __m256 x0 = _mm256_broadcast_ss(xm), x1 = _mm256_broadcast_ss(xm + 1);
+        for (int q = 0; q < NQ; ++q) {
+          acc[m][q] = _mm256_fmadd_ps(x0, we[q], acc[m][q]);
+          acc[m][q] = _mm256_fmadd_ps(x1, wo[q], acc[m][q]);
         }
       }
     }
   }
   for (int m = 0; m < MB; ++m)
-    for (int q = 0; q < 4; ++q) _mm256_storeu_ps(out + m * 32 + q * 8, acc[m][q]);
+    for (int q = 0; q < NQ; ++q) _mm256_storeu_ps(out + m * 32 + (q0 + q) * 8, acc[m][q]);
 }
 
 // out rows (MB x 32 fp32) + bias -> y (bf16), cols <= 32 valid outputs starting at n0.
@@ -197,18 +205,32 @@ EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16
   xf.assign(static_cast<size_t>(M * Kp), 0.0f);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t k = 0; k < K; ++k) xf[static_cast<size_t>(m * Kp + k)] = from_bf16(x[m * ldx + k]);
-  alignas(32) float out[3 * 32];
-  // Weight block outer, rows inner: each 32-row block is streamed from memory once per call.
+  alignas(32) float out[5 * 32];
+  // Weight block outer, rows inner: each 32-row block is streamed from memory once per call (a
+  // half block, 24 KiB at K = 768, stays in L1 across the row tiles).
   for (int64_t nb = nb0; nb < nb1; ++nb) {
     const uint16_t* wb = packed + nb * kchunks * 1024;
     const int64_t cols = std::min<int64_t>(32, N - nb * 32);
-    for (int64_t m0 = 0; m0 < M; m0 += 3) {
+    if (M == 1) {
+      block_bf16<1, 4>(xf.data(), Kp, wb, kchunks, 0, true, out);
+      store_block(out, 1, nb * 32, cols, bias, y, ldy);
+      continue;
+    }
+    // Row tiles of equal size (at most 5): 6 rows as 3 + 3, 16 as 4 x 4 — a tile of 1 or 2 rows
+    // has too few independent FMA chains to hide the FMA latency.
+    const int64_t tiles = (M + 4) / 5, per_tile = (M + tiles - 1) / tiles;
+    for (int64_t m0 = 0; m0 < M; m0 += per_tile) {
       const float* xm = xf.data() + m0 * Kp;
-      const int rows = static_cast<int>(std::min<int64_t>(3, M - m0));
-      switch (rows) {
-        case 1: block_bf16<1>(xm, Kp, wb, kchunks, m0 == 0, out); break;
-        case 2: block_bf16<2>(xm, Kp, wb, kchunks, m0 == 0, out); break;
-        default: block_bf16<3>(xm, Kp, wb, kchunks, m0 == 0, out); break;
+      const int rows = static_cast<int>(std::min<int64_t>(per_tile, M - m0));
+      for (int q0 = 0; q0 < 4; q0 += 2) {
+        const bool pf = m0 == 0 && q0 == 0;
+        switch (rows) {
+          case 1: block_bf16<1, 2>(xm, Kp, wb, kchunks, q0, pf, out); break;
+          case 2: block_bf16<2, 2>(xm, Kp, wb, kchunks, q0, pf, out); break;
+          case 3: block_bf16<3, 2>(xm, Kp, wb, kchunks, q0, pf, out); break;
+          case 4: block_bf16<4, 2>(xm, Kp, wb, kchunks, q0, pf, out); break;
+          default: block_bf16<5, 2>(xm, Kp, wb, kchunks, q0, pf, out); break;
+        }
       }
       store_block(out, rows, nb * 32, cols, bias, y + m0 * ldy, ldy);
     }
@@ -217,7 +239,7 @@ EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16
 
 EARS_AVX2 void gemm_f32(const float* x, int64_t ldx, int64_t M, const float* packed, int64_t N, int64_t K,
                         const float* bias, float* y, int64_t ldy, int64_t p0, int64_t p1) {
-  alignas(32) float out[4 * 64];
+  alignas(32) float out[6 * 64];
   auto emit = [&](int rows, int np, int64_t p, int64_t m0) {
     for (int r = 0; r < rows; ++r)
       for (int64_t j = 0; j < 16 * np; ++j) {
@@ -233,16 +255,19 @@ EARS_AVX2 void gemm_f32(const float* x, int64_t ldx, int64_t M, const float* pac
       emit(1, 4, p, 0);
     }
   }
+  const int64_t tiles = (M + 5) / 6, per_tile = (M + tiles - 1) / tiles;  // equal row tiles of <= 6
   for (; p < p1; ++p) {
     const float* wp = packed + p * K * 16;
-    for (int64_t m0 = 0; m0 < M; m0 += 4) {
+    for (int64_t m0 = 0; m0 < M; m0 += per_tile) {
       const float* xm = x + m0 * ldx;
-      const int rows = static_cast<int>(std::min<int64_t>(4, M - m0));
+      const int rows = static_cast<int>(std::min<int64_t>(per_tile, M - m0));
       switch (rows) {
         case 1: panels_f32<1, 1>(xm, ldx, wp, K, out); break;
         case 2: panels_f32<2, 1>(xm, ldx, wp, K, out); break;
         case 3: panels_f32<3, 1>(xm, ldx, wp, K, out); break;
-        default: panels_f32<4, 1>(xm, ldx, wp, K, out); break;
+        case 4: panels_f32<4, 1>(xm, ldx, wp, K, out); break;
+        case 5: panels_f32<5, 1>(xm, ldx, wp, K, out); break;
+        default: panels_f32<6, 1>(xm, ldx, wp, K, out); break;
       }
       emit(rows, 1, p, m0);
     }

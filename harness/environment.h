@@ -11,15 +11,22 @@ namespace ears {
 
 class CausalLM;
 
-// Set (to "1") by main() when it re-executes itself with OMP_WAIT_POLICY=PASSIVE; "exec-failed"
-// when that re-exec failed (the process then runs with libgomp's default wait policy).
+// Set to "1" when ears-bench itself set OMP_WAIT_POLICY=PASSIVE; "exec-failed" when the
+// fallback re-exec failed (the process then runs with libgomp's default wait policy).
 inline constexpr const char* kPassiveWaitMarker = "EARS_BENCH_PASSIVE_WAIT";
 
-// Called first thing in main(). libgomp reads OMP_WAIT_POLICY once, in its constructor, before
-// main(); with it unset, idle OpenMP workers spin, and on a shared machine they burn the CPUs the
-// busy threads need. So when OMP_WAIT_POLICY is unset (and the marker is too), this sets
-// OMP_WAIT_POLICY=PASSIVE and the marker and re-executes /proc/self/exe with the same argv; it
-// returns only when nothing was to be done or the exec failed. A user's OMP_WAIT_POLICY is kept.
+// libgomp reads OMP_WAIT_POLICY once, in its constructor, before main(); with it unset, idle
+// OpenMP workers spin (GOMP_SPINCOUNT 300000) and on a shared machine burn the CPUs the busy
+// threads need. Passive waiting (spin count 0) is ears-bench's default; a user's OMP_WAIT_POLICY
+// is kept. When OMP_WAIT_POLICY and the marker are unset, the process re-executes itself
+// (/proc/self/exe, same argv) once with OMP_WAIT_POLICY=PASSIVE and the marker added:
+//   passive_wait_preinit()    from the executable's ELF .preinit_array, which the dynamic loader
+//                             runs before any shared library's constructor, so the first image
+//                             never runs LibTorch's static initialisers. (setenv() there does not
+//                             work: libc's own initialiser, which runs after, resets environ.)
+//   default_to_passive_wait() first thing in main(): the same when the preinit hook did not run.
+// Both return only when nothing is to be done or the exec failed (the marker then says so).
+void passive_wait_preinit(int argc, char** argv, char** envp);
 void default_to_passive_wait(char** argv);
 
 // "PASSIVE (ears-bench default)", "ACTIVE (OMP_WAIT_POLICY)", or "unset: libgomp default (spin,

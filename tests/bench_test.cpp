@@ -73,6 +73,10 @@ void expect_header(const json& j, const std::string& command, size_t readings) {
   EXPECT_GT(j["env"].value("threads", 0), 0);
   EXPECT_FALSE(j["env"].value("torch_version", "").empty());
   EXPECT_FALSE(j["env"].value("cpu_model", "").empty());
+  // What ran (harness/environment.h).
+  for (const char* k : {"omp_wait_policy", "cuda_build", "cuda_devices", "cpu_isa", "cpu_flags", "logical_cpus",
+                        "l3_cache_bytes", "kernel_path_best", "kernel_path", "load_average_1m", "load_average_1m_end"})
+    EXPECT_TRUE(j["env"].contains(k)) << command << ": env lacks " << k;
   ASSERT_TRUE(j["bandwidth"].is_array());
   ASSERT_EQ(j["bandwidth"].size(), readings);
   double best = 0;
@@ -165,6 +169,8 @@ TEST(BenchCli, ForwardOnGeneratedCheckpointAndMarkdown) {
   EXPECT_NE(r.out.find("- bandwidth (start): read "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("- bandwidth (end): read "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("- environment: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("OpenMP wait: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("; kernel path "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(std::to_string(params) + " parameters"), std::string::npos) << params << "\n" << r.out;
   EXPECT_NE(r.out.find("| aten | float32 | 3 | 6 |"), std::string::npos) << r.out;
 }
@@ -217,6 +223,11 @@ TEST(BenchCli, E2eOnTinyPair) {
   json j = run_json("bench e2e --target '" + (fx / "qwen3-tiny").string() + "' --draft '" + (fx / "eagle3-tiny").string() +
                     "' --quick --json --max-new-tokens 16");
   expect_header(j, "e2e", 2);
+  // The target's dtypes and kernel path: `--dtype auto` resolved.
+  ASSERT_TRUE(j["env"].contains("model")) << j["env"].dump();
+  EXPECT_EQ(j["env"]["model"].value("dtype_requested", ""), "auto");
+  for (const char* k : {"compute_dtype", "weight_dtype", "checkpoint_dtype", "device", "kernel_path"})
+    EXPECT_FALSE(j["env"]["model"].value(k, "").empty()) << k;
   ASSERT_EQ(j["rows"].size(), 8u);  // T in {0, 0.9} x target-only, baseline, ears, typical
   for (size_t i = 0; i < j["rows"].size(); ++i) {
     const auto& r = j["rows"][i];

@@ -213,3 +213,89 @@ TEST(Cli, GenerateRejectsBadOptions) {
   expect_one_line_error(run_ears("generate" + t + " --max-new-tokens 100000"), "context");
   expect_one_line_error(run_ears("generate" + t + " --draft /nonexistent"), "/nonexistent");
 }
+
+// --threads follows one rule everywhere (decoders/threads.h): 0 = auto, 1 .. 4 x the logical
+// CPUs; anything else is a one-line error naming --threads, exit 2, before any work (10000 used
+// to hang, -3 was silently ignored).
+TEST(Cli, ThreadsOutOfRangeIsOneLineError) {
+  const fs::path models = ears::test::source_dir() / "models";
+  const std::string target = (models / "tiny-qwen3").string(), draft = (models / "tiny-eagle3").string();
+  const fs::path out = ears::test::temp_dir("threads-range");
+  const std::vector<std::string> commands = {
+      "generate --target " + target + " --ids '1 2' --max-new-tokens 2",
+      "forward --model " + target + " --ids '1 2'",
+      "bench bandwidth --quick",
+      "bench e2e --quick --target " + target + " --draft " + draft,
+      "train eagle3 --target " + target + " --out " + (out / "head").string(),
+      "env",
+      "run " + (ears::test::source_dir() / "configs/quickstart.yaml").string() + " --out " + (out / "run").string()};
+  for (const std::string& cmd : commands)
+    for (const char* bad : {"-3", "10000"}) {
+      SCOPED_TRACE(cmd + " --threads " + bad);
+      const auto r = run_ears(cmd + " --threads " + bad);
+      expect_one_line_error(r, "--threads");
+      EXPECT_NE(r.err.find(std::string(bad) + " is out of range"), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("0 (auto"), std::string::npos) << "names the allowed range: " << r.err;
+    }
+  EXPECT_FALSE(fs::exists(out / "run" / "run_meta.json")) << "nothing is written before the check";
+  // 1 and 0 (auto) are fine.
+  for (const char* ok : {"0", "1"}) {
+    const auto r = run_ears(std::string("env --json --threads ") + ok);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_GE(json::parse(r.out)["threads"].get<int>(), 1);
+  }
+}
+
+// `ears-bench env --json`: what runs here (harness/environment.h).
+TEST(Cli, EnvJsonHasTheFacts) {
+  const auto r = run_ears("env --json --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  for (const char* k : {"threads", "omp_wait_policy", "torch_version", "cuda_build", "cuda_devices", "cpu_model", "cpu_isa",
+                        "logical_cpus", "l3_cache_bytes", "kernel_path_best", "kernel_path", "load_average_1m"})
+    EXPECT_TRUE(j.contains(k)) << k << " in " << r.out;
+  EXPECT_EQ(j["threads"], 1);
+  EXPECT_GE(j["logical_cpus"].get<int>(), 1);
+  // The test runs the executable without OMP_WAIT_POLICY unless the caller set it: then main()
+  // re-executed itself with PASSIVE.
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr)
+    EXPECT_EQ(j["omp_wait_policy"], "PASSIVE (ears-bench default)") << r.out;
+  // A policy the user sets is kept (the child inherits this process's environment).
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    ::setenv("OMP_WAIT_POLICY", "ACTIVE", 1);
+    const auto active = run_ears("env --json");
+    ::unsetenv("OMP_WAIT_POLICY");
+    ASSERT_EQ(active.exit_code, 0) << active.err;
+    EXPECT_EQ(json::parse(active.out)["omp_wait_policy"], "ACTIVE (OMP_WAIT_POLICY)") << active.out;
+  }
+  // Plain text: one "key: value" per line.
+  const auto text = run_ears("env");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("kernel_path: "), std::string::npos) << text.out;
+  // --model adds the checkpoint's dtypes and kernel path.
+  const auto m = run_ears("env --json --threads 1 --model " + (ears::test::source_dir() / "models/tiny-qwen3").string());
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  const json mj = json::parse(m.out);
+  ASSERT_TRUE(mj.contains("model")) << m.out;
+  for (const char* k : {"device", "dtype_requested", "compute_dtype", "weight_dtype", "checkpoint_dtype", "kernel_path"})
+    EXPECT_TRUE(mj["model"].contains(k)) << k << " in " << m.out;
+  EXPECT_EQ(mj["model"]["dtype_requested"], "auto");
+}
+
+// generate --json says what ran: threads, wait policy, kernel path, the target's dtypes.
+TEST(Cli, GenerateJsonSaysWhatRan) {
+  const fs::path models = ears::test::source_dir() / "models";
+  const auto r = run_ears("generate --json --threads 1 --target " + (models / "tiny-qwen3").string() + " --draft " +
+                          (models / "tiny-eagle3").string() + " --ids '24 26 221' --max-new-tokens 4");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_TRUE(j.contains("env")) << r.out;
+  EXPECT_EQ(j["env"]["threads"], 1);
+  for (const char* k : {"omp_wait_policy", "cpu_isa", "kernel_path", "torch_version"}) EXPECT_TRUE(j["env"].contains(k)) << k;
+  const json& m = j["env"]["model"];
+  EXPECT_EQ(m.value("dtype_requested", ""), "auto");
+  EXPECT_FALSE(m.value("compute_dtype", "").empty()) << r.out;
+  EXPECT_EQ(m.value("weight_dtype", ""), m.value("compute_dtype", "-"));
+  EXPECT_FALSE(m.value("checkpoint_dtype", "").empty()) << r.out;
+  EXPECT_FALSE(m.value("kernel_path", "").empty()) << r.out;
+}

@@ -465,6 +465,15 @@ TEST(RunnerCli, RunWritesACompleteRunDirectory) {
                         "ears_bench_version", "command_line"})
     EXPECT_TRUE(meta["environment"].contains(k)) << k;
   EXPECT_EQ(meta["environment"]["threads"], 1);
+  // What ran (harness/environment.h): the resolved dtype next to the requested one, the kernel
+  // path, the wait policy, the CPU's ISA and the load around the run.
+  for (const char* k : {"dtype_requested", "compute_dtype", "weight_dtype", "checkpoint_dtype", "kernel_path",
+                        "kernel_path_best", "omp_wait_policy", "cpu_isa", "logical_cpus", "cuda_build",
+                        "load_average_1m_start", "load_average_1m_end"})
+    EXPECT_TRUE(meta["environment"].contains(k)) << k << " in " << meta["environment"].dump();
+  EXPECT_EQ(meta["environment"]["dtype_requested"], "auto");
+  EXPECT_NE(meta["environment"]["dtype"], "auto") << "dtype: auto is recorded resolved";
+  EXPECT_EQ(meta["environment"]["dtype"], meta["environment"]["compute_dtype"]);
   EXPECT_NE(meta["environment"]["command_line"].get<std::string>().find("--threads 1"), std::string::npos);
   EXPECT_EQ(meta["dataset"]["n_requests"], 6);
   EXPECT_EQ(meta["dataset"]["scorer"], "qa");
@@ -473,6 +482,10 @@ TEST(RunnerCli, RunWritesACompleteRunDirectory) {
 
   const json report = read_json(dir / "report.json");
   EXPECT_EQ(report["schema_version"], 1);
+  for (const char* k : {"threads", "compute_dtype", "weight_dtype", "kernel_path", "cpu_model", "cpu_isa", "libtorch",
+                        "load_average_1m_start", "load_average_1m_end"})
+    EXPECT_TRUE(report["environment"].contains(k)) << k << " in report.json's environment";
+  EXPECT_GE(report["environment"]["load_average_1m_end"].get<double>(), 0);
   EXPECT_FALSE(report["partial"].get<bool>());
   EXPECT_EQ(report["baseline"], "baseline");
   ASSERT_EQ(report["arms"].size(), 3u);
@@ -500,6 +513,13 @@ TEST(RunnerCli, RunWritesACompleteRunDirectory) {
   }
   const std::string md = test::read_file(dir / "report.md");
   EXPECT_NE(md.find("| Method"), std::string::npos) << md;
+  // The short "Environment:" line above the results (also printed by `run`).
+  const auto env_line = md.find("Environment: 1 thread(s)");
+  ASSERT_NE(env_line, std::string::npos) << md;
+  EXPECT_LT(env_line, md.find("## Results"));
+  const std::string line = md.substr(env_line, md.find('\n', env_line) - env_line);
+  for (const char* part : {"compute", "kernel path", "LibTorch", "ISA", "load average (1 min)", "at end"})
+    EXPECT_NE(line.find(part), std::string::npos) << part << " in: " << line;
   // stdout: the report's Results table, the gate table (a rule fails, still exit 0), the run dir.
   const std::string& out = g_three_arm_proc.out;
   EXPECT_NE(out.find("## Results"), std::string::npos) << out;
@@ -593,6 +613,22 @@ TEST(RunnerCli, ReportRerendersAndValidateChecks) {
   EXPECT_EQ(p.exit_code, 2) << show(p);
   EXPECT_NE(p.err.find("bad.yaml:6:"), std::string::npos) << p.err;
   EXPECT_NE(p.err.find("gamma"), std::string::npos) << p.err;
+
+  // run.threads: negative is a config error; above 4 x the logical CPUs is this machine's error,
+  // from validate and from run (before anything is written), naming the key and the range.
+  p = cli({"validate", env().config3.string(), "--set", "run.threads=-1"});
+  EXPECT_EQ(p.exit_code, 2) << show(p);
+  EXPECT_NE(p.err.find("run.threads"), std::string::npos) << p.err;
+  EXPECT_NE(p.err.find(">= 0"), std::string::npos) << p.err;
+  for (const char* cmd : {"validate", "run"}) {
+    const fs::path never = env().root / "never-written";
+    p = std::string(cmd) == "run" ? cli({"run", env().config3.string(), "--set", "run.threads=10000", "--out", never.string()})
+                                  : cli({"validate", env().config3.string(), "--set", "run.threads=10000"});
+    EXPECT_EQ(p.exit_code, 2) << cmd << ": " << show(p);
+    EXPECT_NE(p.err.find("run.threads: 10000 is out of range; use 0 (auto"), std::string::npos) << cmd << ": " << p.err;
+    EXPECT_EQ(std::count(p.err.begin(), p.err.end(), '\n'), 1) << p.err;
+    EXPECT_FALSE(fs::exists(never / "run_meta.json"));
+  }
 
   p = cli({"validate", env().config3.string(), "--set", "target.path=" + (env().root / "missing-model").string()});
   EXPECT_EQ(p.exit_code, 2) << show(p);
