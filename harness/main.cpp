@@ -19,8 +19,10 @@ std::string first_line(const std::string& s) { return s.substr(0, s.find('\n'));
 
 // Idle OpenMP workers sleep instead of spinning unless OMP_WAIT_POLICY says otherwise: a
 // one-time re-exec with OMP_WAIT_POLICY=PASSIVE (harness/environment.h), from the ELF preinit
-// hook, before any library's constructor. Cost, `ears-bench --version` (median of 21, 2-vCPU VM):
-// COST.
+// hook, before any library's constructor. Cost, `ears-bench --version` (2-vCPU VM, load ~4, 41
+// runs each): 0.80 s min / 0.97 s median with OMP_WAIT_POLICY set (no re-exec), 1.02 / 1.29 s
+// without: +0.2-0.3 s, the dynamic loading of LibTorch's ~290 libraries done twice. (Re-executing
+// from main() instead, after LibTorch's static initialisers, cost +0.4-0.47 s.)
 __attribute__((section(".preinit_array"), used)) static void (*const kPassiveWaitPreinit)(int, char**, char**) =
     ears::passive_wait_preinit;
 
