@@ -186,15 +186,6 @@ EARS_AVX2 inline __m256 exp_ps(__m256 x) {
   return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
 }
 
-// q . k over hd bf16 elements: 8 lanes of fp32 FMA in element order, then the lane sum.
-EARS_AVX2 float dot(const uint16_t* a, const uint16_t* b, int64_t n) {
-  __m256 acc = _mm256_setzero_ps();
-  int64_t k = 0;
-  for (; k + 8 <= n; k += 8) acc = _mm256_fmadd_ps(load8(a + k), load8(b + k), acc);
-  if (k < n) acc = _mm256_fmadd_ps(load8_tail(a + k, n - k), load8_tail(b + k, n - k), acc);
-  return hsum(acc);
-}
-
 }  // namespace
 
 EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* packed, int64_t N, int64_t K,
@@ -274,115 +265,157 @@ EARS_AVX2 void gemm_f32(const float* x, int64_t ldx, int64_t M, const float* pac
   }
 }
 
-EARS_AVX2 void rms_norm_rows(const uint16_t* x, int64_t outer, int64_t outer_stride, int64_t inner, int64_t D,
-                             const uint16_t* w, bool w_per_inner, float eps, uint16_t* y) {
+namespace {
+
+// Element access for the row kernels: bf16 rounds where Hugging Face's bf16 eager code rounds
+// (every op's output), float32 never rounds (fp32 eager).
+struct Bf16 {
+  using T = uint16_t;
+  EARS_AVX2 static __m256 load(const T* p, int64_t n) { return n >= 8 ? load8(p) : load8_tail(p, n); }
+  EARS_AVX2 static void store(T* p, __m256 v, int64_t n) {
+    if (n >= 8) {
+      store8(p, v);
+    } else {
+      store8_tail(p, v, n);
+    }
+  }
+  EARS_AVX2 static __m256 round(__m256 v) { return round_bf16(v); }
+  static float round(float f) { return from_bf16(to_bf16(f)); }
+  static float widen(T h) { return from_bf16(h); }
+};
+struct F32 {
+  using T = float;
+  EARS_AVX2 static __m256 load(const T* p, int64_t n) {
+    if (n >= 8) return _mm256_loadu_ps(p);
+    alignas(32) float buf[8] = {};
+    std::memcpy(buf, p, static_cast<size_t>(n) * sizeof(float));
+    return _mm256_load_ps(buf);
+  }
+  EARS_AVX2 static void store(T* p, __m256 v, int64_t n) {
+    if (n >= 8) {
+      _mm256_storeu_ps(p, v);
+    } else {
+      alignas(32) float buf[8];
+      _mm256_store_ps(buf, v);
+      std::memcpy(p, buf, static_cast<size_t>(n) * sizeof(float));
+    }
+  }
+  EARS_AVX2 static __m256 round(__m256 v) { return v; }
+  static float round(float f) { return f; }
+  static float widen(T f) { return f; }
+};
+
+template <class E>
+EARS_AVX2 float dot_rows(const typename E::T* a, const typename E::T* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t k = 0; k < n; k += 8) acc = _mm256_fmadd_ps(E::load(a + k, n - k), E::load(b + k, n - k), acc);
+  return hsum(acc);
+}
+
+template <class E>
+EARS_AVX2 void rms_norm_impl(const typename E::T* x, int64_t outer, int64_t outer_stride, int64_t inner, int64_t D,
+                             const typename E::T* w, bool w_per_inner, float eps, typename E::T* y) {
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
-      const uint16_t* xr = x + o * outer_stride + i * D;
-      const uint16_t* wr = w_per_inner ? w + i * D : w;
-      uint16_t* yr = y + (o * inner + i) * D;
+      const typename E::T* xr = x + o * outer_stride + i * D;
+      const typename E::T* wr = w_per_inner ? w + i * D : w;
+      typename E::T* yr = y + (o * inner + i) * D;
       __m256 acc = _mm256_setzero_ps();
-      int64_t j = 0;
-      for (; j + 8 <= D; j += 8) {
-        const __m256 v = load8(xr + j);
-        acc = _mm256_fmadd_ps(v, v, acc);
-      }
-      if (j < D) {
-        const __m256 v = load8_tail(xr + j, D - j);
+      for (int64_t j = 0; j < D; j += 8) {
+        const __m256 v = E::load(xr + j, D - j);
         acc = _mm256_fmadd_ps(v, v, acc);
       }
       const __m256 inv = _mm256_set1_ps(1.0f / std::sqrt(hsum(acc) / static_cast<float>(D) + eps));
-      for (j = 0; j < D; j += 8) {
-        const int64_t left = std::min<int64_t>(8, D - j);
-        const __m256 xv = left == 8 ? load8(xr + j) : load8_tail(xr + j, left);
-        const __m256 wv = left == 8 ? load8(wr + j) : load8_tail(wr + j, left);
-        const __m256 v = _mm256_mul_ps(round_bf16(_mm256_mul_ps(xv, inv)), wv);
-        if (left == 8) {
-          store8(yr + j, v);
-        } else {
-          store8_tail(yr + j, v, left);
-        }
-      }
+      for (int64_t j = 0; j < D; j += 8)
+        E::store(yr + j, _mm256_mul_ps(E::round(_mm256_mul_ps(E::load(xr + j, D - j), inv)), E::load(wr + j, D - j)),
+                 D - j);
     }
 }
 
-EARS_AVX2 void rope_rows(const uint16_t* x, int64_t outer, int64_t outer_stride, int64_t n_heads, int64_t hd,
-                         const uint16_t* cos, const uint16_t* sin, uint16_t* y) {
+template <class E>
+EARS_AVX2 void rope_impl(const typename E::T* x, int64_t outer, int64_t outer_stride, int64_t n_heads, int64_t hd,
+                         const typename E::T* cos, const typename E::T* sin, typename E::T* y) {
   const int64_t half = hd / 2;
-  auto ld = [](const uint16_t* p, int64_t left) { return left >= 8 ? load8(p) : load8_tail(p, left); };
   for (int64_t o = 0; o < outer; ++o) {
-    const uint16_t* c = cos + o * hd;
-    const uint16_t* s = sin + o * hd;
+    const typename E::T* c = cos + o * hd;
+    const typename E::T* s = sin + o * hd;
     for (int64_t h = 0; h < n_heads; ++h) {
-      const uint16_t* xr = x + o * outer_stride + h * hd;
-      uint16_t* yr = y + (o * n_heads + h) * hd;
+      const typename E::T* xr = x + o * outer_stride + h * hd;
+      typename E::T* yr = y + (o * n_heads + h) * hd;
       for (int64_t j = 0; j < half; j += 8) {
         const int64_t left = half - j;
-        const __m256 lo = ld(xr + j, left), hi = ld(xr + half + j, left);
-        // rotate_half(x) = cat(-x[half:], x[:half])
-        const __m256 out_lo = _mm256_add_ps(round_bf16(_mm256_mul_ps(lo, ld(c + j, left))),
-                                            round_bf16(_mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), hi), ld(s + j, left))));
-        const __m256 out_hi = _mm256_add_ps(round_bf16(_mm256_mul_ps(hi, ld(c + half + j, left))),
-                                            round_bf16(_mm256_mul_ps(lo, ld(s + half + j, left))));
-        if (left >= 8) {
-          store8(yr + j, out_lo);
-          store8(yr + half + j, out_hi);
-        } else {
-          store8_tail(yr + j, out_lo, left);
-          store8_tail(yr + half + j, out_hi, left);
-        }
+        const __m256 lo = E::load(xr + j, left), hi = E::load(xr + half + j, left);
+        // rotate_half(x) = cat(-x[half:], x[:half]); x * cos + rotate_half(x) * sin, op by op.
+        const __m256 out_lo = _mm256_add_ps(E::round(_mm256_mul_ps(lo, E::load(c + j, left))),
+                                            E::round(_mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), hi), E::load(s + j, left))));
+        const __m256 out_hi = _mm256_add_ps(E::round(_mm256_mul_ps(hi, E::load(c + half + j, left))),
+                                            E::round(_mm256_mul_ps(lo, E::load(s + half + j, left))));
+        E::store(yr + j, out_lo, left);
+        E::store(yr + half + j, out_hi, left);
       }
     }
   }
 }
 
-EARS_AVX2 void attend_row(const uint16_t* q, const uint16_t* k, int64_t ldk, const uint16_t* v, int64_t ldv,
-                          int64_t n_keys, int64_t hd, float scale, float* scratch, uint16_t* out) {
-  // Scores: bf16(q . k_j), times the scale and rounded again (HF: matmul in bf16, then * scaling).
+template <class E>
+EARS_AVX2 void attend_impl(const typename E::T* q, const typename E::T* k, int64_t ldk, const typename E::T* v,
+                           int64_t ldv, int64_t n_keys, int64_t hd, float scale, float* scratch, typename E::T* out) {
+  // Scores: round(q . k_j), times the scale and rounded again (HF: matmul, then * scaling).
   float mx = -std::numeric_limits<float>::infinity();
   for (int64_t j = 0; j < n_keys; ++j) {
-    const float s = from_bf16(to_bf16(from_bf16(to_bf16(dot(q, k + j * ldk, hd))) * scale));
+    const float s = E::round(E::round(dot_rows<E>(q, k + j * ldk, hd)) * scale);
     scratch[j] = s;
     mx = s > mx ? s : mx;
   }
-  // exp(s - max) and its sum, 8 keys at a time (a zero-padded tail).
-  const __m256 vmx = _mm256_set1_ps(mx);
+  // exp(s - max) and its sum, 8 keys at a time (the tail padded with -inf: exp gives 0).
   __m256 vsum = _mm256_setzero_ps();
-  int64_t j = 0;
-  for (; j + 8 <= n_keys; j += 8) {
-    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(scratch + j), vmx));
-    _mm256_storeu_ps(scratch + j, e);
-    vsum = _mm256_add_ps(vsum, e);
-  }
-  if (j < n_keys) {
+  for (int64_t j = 0; j < n_keys; j += 8) {
     alignas(32) float buf[8];
     for (int l = 0; l < 8; ++l) buf[l] = j + l < n_keys ? scratch[j + l] - mx : -std::numeric_limits<float>::infinity();
-    _mm256_store_ps(buf, exp_ps(_mm256_load_ps(buf)));
-    for (int64_t l = 0; j + l < n_keys; ++l) scratch[j + l] = buf[l];
-    vsum = _mm256_add_ps(vsum, _mm256_load_ps(buf));
+    const __m256 e = exp_ps(_mm256_load_ps(buf));
+    _mm256_store_ps(buf, e);
+    for (int64_t l = 0; l < 8 && j + l < n_keys; ++l) scratch[j + l] = buf[l];
+    vsum = _mm256_add_ps(vsum, e);
   }
   const float sum = hsum(vsum);
-  // Probabilities in fp32 rounded to bf16, then sum_j p_j v_j in fp32, 8 lanes at a time.
+  // Probabilities (rounded like the activations), then sum_j p_j v_j in fp32, 8 lanes at a time.
   constexpr int64_t kMaxChunks = 64;  // head_dim <= 512
   __m256 acc[kMaxChunks];
   const int64_t chunks = (hd + 7) / 8;
   for (int64_t c = 0; c < chunks; ++c) acc[c] = _mm256_setzero_ps();
   for (int64_t jj = 0; jj < n_keys; ++jj) {
-    const __m256 p = _mm256_set1_ps(from_bf16(to_bf16(scratch[jj] / sum)));
-    const uint16_t* vj = v + jj * ldv;
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t left = hd - c * 8;
-      acc[c] = _mm256_fmadd_ps(p, left >= 8 ? load8(vj + c * 8) : load8_tail(vj + c * 8, left), acc[c]);
-    }
+    const __m256 p = _mm256_set1_ps(E::round(scratch[jj] / sum));
+    const typename E::T* vj = v + jj * ldv;
+    for (int64_t c = 0; c < chunks; ++c) acc[c] = _mm256_fmadd_ps(p, E::load(vj + c * 8, hd - c * 8), acc[c]);
   }
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t left = hd - c * 8;
-    if (left >= 8) {
-      store8(out + c * 8, acc[c]);
-    } else {
-      store8_tail(out + c * 8, acc[c], left);
-    }
-  }
+  for (int64_t c = 0; c < chunks; ++c) E::store(out + c * 8, acc[c], hd - c * 8);
+}
+
+}  // namespace
+
+void rms_norm_rows(const uint16_t* x, int64_t outer, int64_t outer_stride, int64_t inner, int64_t D, const uint16_t* w,
+                   bool w_per_inner, float eps, uint16_t* y) {
+  rms_norm_impl<Bf16>(x, outer, outer_stride, inner, D, w, w_per_inner, eps, y);
+}
+void rms_norm_rows(const float* x, int64_t outer, int64_t outer_stride, int64_t inner, int64_t D, const float* w,
+                   bool w_per_inner, float eps, float* y) {
+  rms_norm_impl<F32>(x, outer, outer_stride, inner, D, w, w_per_inner, eps, y);
+}
+void rope_rows(const uint16_t* x, int64_t outer, int64_t outer_stride, int64_t n_heads, int64_t hd, const uint16_t* cos,
+               const uint16_t* sin, uint16_t* y) {
+  rope_impl<Bf16>(x, outer, outer_stride, n_heads, hd, cos, sin, y);
+}
+void rope_rows(const float* x, int64_t outer, int64_t outer_stride, int64_t n_heads, int64_t hd, const float* cos,
+               const float* sin, float* y) {
+  rope_impl<F32>(x, outer, outer_stride, n_heads, hd, cos, sin, y);
+}
+void attend_row(const uint16_t* q, const uint16_t* k, int64_t ldk, const uint16_t* v, int64_t ldv, int64_t n_keys,
+                int64_t hd, float scale, float* scratch, uint16_t* out) {
+  attend_impl<Bf16>(q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out);
+}
+void attend_row(const float* q, const float* k, int64_t ldk, const float* v, int64_t ldv, int64_t n_keys, int64_t hd,
+                float scale, float* scratch, float* out) {
+  attend_impl<F32>(q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out);
 }
 
 #else  // not x86-64 with GCC/Clang: kernels::path() is always aten, these are never called
@@ -392,9 +425,12 @@ void gemm_bf16(const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t, int6
 void gemm_f32(const float*, int64_t, int64_t, const float*, int64_t, int64_t, const float*, float*, int64_t, int64_t,
               int64_t) {}
 void rms_norm_rows(const uint16_t*, int64_t, int64_t, int64_t, int64_t, const uint16_t*, bool, float, uint16_t*) {}
+void rms_norm_rows(const float*, int64_t, int64_t, int64_t, int64_t, const float*, bool, float, float*) {}
 void rope_rows(const uint16_t*, int64_t, int64_t, int64_t, int64_t, const uint16_t*, const uint16_t*, uint16_t*) {}
+void rope_rows(const float*, int64_t, int64_t, int64_t, int64_t, const float*, const float*, float*) {}
 void attend_row(const uint16_t*, const uint16_t*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, float, float*,
                 uint16_t*) {}
+void attend_row(const float*, const float*, int64_t, const float*, int64_t, int64_t, int64_t, float, float*, float*) {}
 
 #endif
 

@@ -6,7 +6,8 @@
 //     even k widen to fp32 by a 16-bit shift, the odd k by masking the low half (llama.cpp's
 //     ggml-cpu widens the same way), then FMA in fp32;
 //   - float32 linear over 16-column panels (packed[(n / 16) * K * 16 + k * 16 + n % 16]);
-//   - bf16 attention per query row, RMSNorm and RoPE with Hugging Face's bf16 roundings.
+//   - attention per query row, RMSNorm and RoPE, in bf16 (Hugging Face's bf16 roundings) and
+//     float32.
 //
 // Numerics (the T = 0 identity contract): output (m, n) of a linear is
 //   acc = 0; for k in 0..K-1 (K padded to 32 with zeros): acc = fma(x[m, k], w[n, k], acc)
@@ -37,13 +38,21 @@ void panel_f32_unpack(const float* packed, int64_t N, int64_t K, float* w);
 void gemm_f32(const float* x, int64_t ldx, int64_t M, const float* packed, int64_t N, int64_t K, const float* bias,
               float* y, int64_t ldy, int64_t p0, int64_t p1);
 
-// bf16 RMSNorm, RoPE and one attention row: the same signatures and roundings as cpu_bf16's.
+// RMSNorm, RoPE and one attention row: the same signatures, layouts and bf16 roundings as
+// cpu_bf16's; the float32 overloads follow Hugging Face's fp32 eager code (no rounding beyond
+// fp32's own).
 void rms_norm_rows(const uint16_t* x, int64_t outer, int64_t outer_stride, int64_t inner, int64_t D,
                    const uint16_t* w, bool w_per_inner, float eps, uint16_t* y);
+void rms_norm_rows(const float* x, int64_t outer, int64_t outer_stride, int64_t inner, int64_t D, const float* w,
+                   bool w_per_inner, float eps, float* y);
 void rope_rows(const uint16_t* x, int64_t outer, int64_t outer_stride, int64_t n_heads, int64_t hd,
                const uint16_t* cos, const uint16_t* sin, uint16_t* y);
+void rope_rows(const float* x, int64_t outer, int64_t outer_stride, int64_t n_heads, int64_t hd, const float* cos,
+               const float* sin, float* y);
 void attend_row(const uint16_t* q, const uint16_t* k, int64_t ldk, const uint16_t* v, int64_t ldv,
                 int64_t n_keys, int64_t hd, float scale, float* scratch, uint16_t* out);
+void attend_row(const float* q, const float* k, int64_t ldk, const float* v, int64_t ldv, int64_t n_keys, int64_t hd,
+                float scale, float* scratch, float* out);
 
 }  // namespace cpu_avx2
 }  // namespace ears

@@ -61,6 +61,12 @@ bool cpu_bf16_tensor(const at::Tensor& x) {
   return x.device().is_cpu() && x.scalar_type() == at::kBFloat16 &&
          !(at::GradMode::is_enabled() && x.requires_grad()) && bf16_kernels() != nullptr;
 }
+// Or a float32 one: cpu_avx2's float32 row kernels run on every path but aten.
+bool cpu_f32_tensor(const at::Tensor& x) {
+  return x.device().is_cpu() && x.scalar_type() == at::kFloat && !(at::GradMode::is_enabled() && x.requires_grad()) &&
+         kernels::path() != kernels::Path::aten;
+}
+bool cpu_kernel_tensor(const at::Tensor& x) { return cpu_bf16_tensor(x) || cpu_f32_tensor(x); }
 
 
 // Stride between tokens when x [B, T, n, D] holds each token's n rows of D elements contiguously
@@ -90,7 +96,7 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   const int64_t D = x.size(-1);
   const bool per_inner = weight.dim() == 2;  // [inner, D]: one weight row per x.size(-2) index
   const int64_t inner = per_inner ? weight.size(0) : 1;
-  if (D > 0 && x.numel() > 0 && cpu_bf16_tensor(x) && weight.scalar_type() == at::kBFloat16 &&
+  if (D > 0 && x.numel() > 0 && cpu_kernel_tensor(x) && weight.scalar_type() == x.scalar_type() &&
       weight.is_contiguous() && weight.size(-1) == D && (!per_inner || (x.dim() >= 3 && x.size(-2) == inner)) &&
       !(at::GradMode::is_enabled() && weight.requires_grad())) {
     // Rows as [outer, inner, D]: a contiguous x, or a [B, T, n, D] view of a wider projection
@@ -104,8 +110,13 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
     }
     if (outer_stride >= 0) {
       at::Tensor y = at::empty(x.sizes(), x.options());
-      bf16_kernels()->rms_norm_rows(bits(x), outer, outer_stride, inner, D, bits(weight), per_inner, static_cast<float>(eps),
-                              bits_mut(y));
+      const float feps = static_cast<float>(eps);
+      if (x.scalar_type() == at::kFloat) {
+        cpu_avx2::rms_norm_rows(x.data_ptr<float>(), outer, outer_stride, inner, D, weight.data_ptr<float>(), per_inner,
+                                feps, y.data_ptr<float>());
+      } else {
+        bf16_kernels()->rms_norm_rows(bits(x), outer, outer_stride, inner, D, bits(weight), per_inner, feps, bits_mut(y));
+      }
       return y;
     }
   }
@@ -289,13 +300,18 @@ RopeTables rope_tables(const at::Tensor& inv_freq, const at::Tensor& positions, 
 at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope) {
   // x: [B, T, n, hd]; cos/sin: [B, T, hd] -> broadcast over heads.
   const int64_t hd = x.size(-1);
-  if (x.dim() == 4 && x.numel() > 0 && hd % 2 == 0 && cpu_bf16_tensor(x) && token_stride(x) >= 0 &&
-      rope.cos.scalar_type() == at::kBFloat16 && rope.sin.scalar_type() == at::kBFloat16 &&
-      rope.cos.is_contiguous() && rope.sin.is_contiguous() && rope.cos.numel() == x.size(0) * x.size(1) * hd &&
-      rope.sin.numel() == rope.cos.numel()) {
+  const at::ScalarType dt = x.scalar_type();
+  if (x.dim() == 4 && x.numel() > 0 && hd % 2 == 0 && cpu_kernel_tensor(x) && token_stride(x) >= 0 &&
+      rope.cos.scalar_type() == dt && rope.sin.scalar_type() == dt && rope.cos.is_contiguous() &&
+      rope.sin.is_contiguous() && rope.cos.numel() == x.size(0) * x.size(1) * hd && rope.sin.numel() == rope.cos.numel()) {
     at::Tensor y = at::empty(x.sizes(), x.options());
-    bf16_kernels()->rope_rows(bits(x), x.size(0) * x.size(1), x.stride(1), x.size(2), hd, bits(rope.cos), bits(rope.sin),
-                        bits_mut(y));
+    const int64_t outer = x.size(0) * x.size(1);
+    if (dt == at::kFloat) {
+      cpu_avx2::rope_rows(x.data_ptr<float>(), outer, x.stride(1), x.size(2), hd, rope.cos.data_ptr<float>(),
+                          rope.sin.data_ptr<float>(), y.data_ptr<float>());
+    } else {
+      bf16_kernels()->rope_rows(bits(x), outer, x.stride(1), x.size(2), hd, bits(rope.cos), bits(rope.sin), bits_mut(y));
+    }
     return y;
   }
   const int64_t half = x.size(-1) / 2;
@@ -312,30 +328,37 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), hd = q.size(3);
   const int64_t K = k.size(1), S = k.size(2);
   const int64_t G = H / K;
-  if (positions.defined() && cpu_bf16_tensor(q) && T <= bf16_kernels()->attention_max_tokens && k.scalar_type() == at::kBFloat16 &&
-      v.scalar_type() == at::kBFloat16 && k.stride(3) == 1 && v.stride(3) == 1 && hd <= 512 &&
+  const bool f32 = cpu_f32_tensor(q);
+  const int64_t max_tokens = f32 ? kAttentionMaxTokens : cpu_bf16_tensor(q) ? bf16_kernels()->attention_max_tokens : 0;
+  if (positions.defined() && T <= max_tokens && k.scalar_type() == q.scalar_type() &&
+      v.scalar_type() == q.scalar_type() && k.stride(3) == 1 && v.stride(3) == 1 && hd <= 512 &&
       !(at::GradMode::is_enabled() && (k.requires_grad() || v.requires_grad()))) {
     // One query row per (b, t, h) over its visible prefix of keys: positions[b, t] + 1 of them.
     const at::Tensor qc = q.contiguous();
     const at::Tensor pos = positions.to(at::kLong).contiguous();
     at::Tensor out = at::empty({B, T, H * hd}, q.options());
-    const uint16_t* qb = bits(qc);
-    const uint16_t* kb = bits(k);
-    const uint16_t* vb = bits(v);
     const int64_t* pb = pos.data_ptr<int64_t>();
-    uint16_t* ob = bits_mut(out);
     const float fscale = static_cast<float>(scale);
-    const auto attend_row = bf16_kernels()->attend_row;
-    at::parallel_for(0, B * T * H, 16, [&](int64_t r0, int64_t r1) {  // >= 16 query rows per thread
-      std::vector<float> scratch(static_cast<size_t>(S));
-      for (int64_t r = r0; r < r1; ++r) {
-        const int64_t bt = r / H, h = r % H, b = bt / T, kvh = h / G;
-        const int64_t n_keys = std::min<int64_t>(pb[bt] + 1, S);
-        attend_row(qb + r * hd, kb + b * k.stride(0) + kvh * k.stride(1), k.stride(2),
-                             vb + b * v.stride(0) + kvh * v.stride(1), v.stride(2), n_keys, hd, fscale,
-                             scratch.data(), ob + r * hd);
-      }
-    });
+    // Row r of the output: its query, keys and values (element pointers into q, k, v, out).
+    auto rows = [&](auto* qb, auto* kb, auto* vb, auto* ob, auto attend_row) {
+      at::parallel_for(0, B * T * H, 16, [&](int64_t r0, int64_t r1) {  // >= 16 query rows per thread
+        std::vector<float> scratch(static_cast<size_t>(S));
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t bt = r / H, h = r % H, b = bt / T, kvh = h / G;
+          const int64_t n_keys = std::min<int64_t>(pb[bt] + 1, S);
+          attend_row(qb + r * hd, kb + b * k.stride(0) + kvh * k.stride(1), k.stride(2),
+                     vb + b * v.stride(0) + kvh * v.stride(1), v.stride(2), n_keys, hd, fscale, scratch.data(),
+                     ob + r * hd);
+        }
+      });
+    };
+    if (f32) {
+      using F = void (*)(const float*, const float*, int64_t, const float*, int64_t, int64_t, int64_t, float, float*, float*);
+      rows(qc.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(), out.data_ptr<float>(),
+           static_cast<F>(cpu_avx2::attend_row));
+    } else {
+      rows(bits(qc), bits(k), bits(v), bits_mut(out), bf16_kernels()->attend_row);
+    }
     return out;
   }
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)

@@ -490,9 +490,10 @@ INSTANTIATE_TEST_SUITE_P(Paths, CpuKernels, EARS_KERNEL_PATHS, ears::test::path_
 TEST_P(CpuKernels, Bf16LinearIsRowInvariantForAnyRowCount) {
   if (!kernels_on()) GTEST_SKIP() << "LibTorch's GEMM is not row-invariant (layers::linear works around it for 1 row only)";
   auto gen = at::make_generator<at::CPUGeneratorImpl>(14);
-  // K = 200: six full 32-wide chunks plus a zero-padded tail; N = 37: one full 32-row block plus
-  // a padded one; 40 rows: full and partial row tiles of every kernel.
-  const int64_t K = 200, N = 37, M = 40;
+  // K = 200: six full 32-wide chunks plus a zero-padded tail; N = 301: full 32-row blocks plus a
+  // padded one (164k outputs: a changed summation order shows up in some bf16 rounding);
+  // 40 rows: full and partial row tiles of every kernel.
+  const int64_t K = 200, N = 4099, M = 40;
   const at::Tensor x = at::randn({M, K}, gen, at::kFloat).to(at::kBFloat16);
   const at::Tensor w = (at::randn({N, K}, gen, at::kFloat) * 0.1).to(at::kBFloat16);
   const at::Tensor bias = at::randn({N}, gen, at::kFloat).to(at::kBFloat16);
@@ -510,6 +511,8 @@ TEST_P(CpuKernels, Bf16LinearIsRowInvariantForAnyRowCount) {
     const at::Tensor part = ears::layers::linear(x.narrow(0, M - m, m).view({1, m, K}), lw);
     EXPECT_TRUE(at::equal(part.view({m, N}), all.narrow(0, M - m, m))) << m << " rows round differently";
   }
+  for (int64_t r = 0; r < M; ++r)  // every row decoded alone (the decode step's kernel)
+    EXPECT_TRUE(at::equal(ears::layers::linear(x.narrow(0, r, 1), lw), all.narrow(0, r, 1))) << "row " << r << " alone";
 }
 
 TEST_P(CpuKernels, Float32LinearIsRowInvariantAndMatchesAten) {
@@ -617,6 +620,46 @@ TEST_P(CpuKernels, AttentionMatchesAtenPathAndIgnoresKeysPastThePosition) {
   // sums differs, which can move a bf16 rounding by one ulp.
   EXPECT_LE(max_abs(kernel, aten), 0.02);
   EXPECT_LE(mean_abs(kernel, aten), 1e-3);
+}
+
+// float32 activations (the float32 compute dtype): RMSNorm, RoPE and attention kernels against
+// the formulas in fp64.
+TEST_P(CpuKernels, Float32RowKernelsMatchTheFormulas) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(17);
+  const double eps = 1e-6;
+  const at::Tensor qkv = at::randn({2, 3, 7 * 20}, gen, at::kFloat);
+  const at::Tensor heads = qkv.narrow(-1, 0, 5 * 20).view({2, 3, 5, 20});
+  const at::Tensor hw = at::rand({5, 20}, gen, at::kFloat) + 0.5;
+  const at::Tensor hd64 = heads.to(at::kDouble);
+  const at::Tensor norm_ref = hd64 * hd64.pow(2).mean(-1, true).add(eps).rsqrt() * hw.to(at::kDouble);
+  EXPECT_LE(max_abs(ears::layers::rms_norm(heads, hw, eps), norm_ref.to(at::kFloat)), 1e-5);
+
+  const int64_t hd = 44;
+  const at::Tensor x = at::randn({2, 3, 7 * hd}, gen, at::kFloat).narrow(-1, 0, 5 * hd).view({2, 3, 5, hd});
+  const at::Tensor pos = at::tensor(std::vector<int64_t>{3, 4, 5, 17, 18, 19}, at::kLong).view({2, 3});
+  ears::RopeConfig rc;
+  const ears::layers::RopeTables rope =
+      ears::layers::rope_tables(ears::layers::rope_inv_freq(hd, rc, at::kCPU), pos, at::kFloat);
+  const at::Tensor rot = at::cat({x.narrow(-1, hd / 2, hd / 2).neg(), x.narrow(-1, 0, hd / 2)}, -1);
+  const at::Tensor rope_ref = x * rope.cos.unsqueeze(2) + rot * rope.sin.unsqueeze(2);
+  EXPECT_LE(max_abs(ears::layers::apply_rope(x, rope), rope_ref), 1e-6);
+
+  const int64_t B = 2, T = 3, H = 4, K = 2, S = 21, d = 84;
+  const at::Tensor q = at::randn({B, T, H, d}, gen, at::kFloat);
+  const at::Tensor k = at::randn({B, K, S, d}, gen, at::kFloat);
+  const at::Tensor v = at::randn({B, K, S, d}, gen, at::kFloat);
+  const at::Tensor p = at::tensor(std::vector<int64_t>{2, 3, 4, 15, 16, 17}, at::kLong).view({B, T});
+  const at::Tensor blocked = at::arange(S, at::kLong).view({1, 1, S}) > p.unsqueeze(2);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const at::Tensor got = ears::layers::attention(q, k, v, blocked, scale, p);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t kv = h / (H / K), n = p[b][t].item<int64_t>() + 1;
+        const at::Tensor sc = at::mv(k[b][kv].narrow(0, 0, n).to(at::kDouble), q[b][t][h].to(at::kDouble)) * scale;
+        const at::Tensor o = at::mv(v[b][kv].narrow(0, 0, n).to(at::kDouble).t(), at::softmax(sc, 0));
+        EXPECT_LE(max_abs(got[b][t].narrow(0, h * d, d), o.to(at::kFloat)), 1e-5) << b << " " << t << " " << h;
+      }
 }
 
 TEST(KernelPath, EnvironmentCapsThePathAndRejectsUnknownNames) {
