@@ -25,11 +25,6 @@ bool available() {
   return p == kernels::Path::avx512bf16 || p == kernels::Path::amx;
 }
 bool amx_available() { return kernels::path() == kernels::Path::amx; }
-namespace {
-const kernels::Path start_path = kernels::path();
-}
-void set_enabled(bool on) { kernels::set_path(on ? start_path : kernels::Path::aten); }
-bool enabled() { return kernels::path() != kernels::Path::aten; }
 
 #if defined(EARS_CPU_BF16_X86)
 

@@ -32,10 +32,6 @@ namespace cpu_bf16 {
 
 // True when the kernel path in effect (decoders/kernel_path.h) is avx512bf16 or amx.
 bool available();
-// Deprecated switches kept for bench --compare-kernels: off = kernels::set_path(aten), on = the
-// path the process started with.
-void set_enabled(bool on);
-bool enabled();
 
 // y[m * ldy + n] = bf16(sum_k x[m * ldx + k] * w[n * ldw + k] + bias[n]) for m < M, n0 <= n < n1.
 // bias may be null. Call from one thread per disjoint [n0, n1) range.

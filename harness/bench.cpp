@@ -15,7 +15,8 @@
 #include <thread>
 
 #include "decoders/bandwidth.h"
-#include "decoders/cpu_bf16.h"
+#include "decoders/kernel_path.h"
+#include "decoders/layers.h"
 #include "decoders/engine.h"
 #include "decoders/model.h"
 #include "decoders/runtime.h"
@@ -199,6 +200,25 @@ GeneratedModelSpec quick_spec(int64_t vocab) {
 }
 
 // Qwen3-0.6B's dimensions (its config.json), random weights.
+// GeneratedModelSpec{} with as many layers as give about `params` parameters (at least 1 layer).
+GeneratedModelSpec spec_with_params(int64_t params) {
+  GeneratedModelSpec s;
+  const int64_t per_layer = s.hidden * (s.heads + 2 * s.kv_heads) * s.head_dim + s.heads * s.head_dim * s.hidden +
+                            3 * s.hidden * s.intermediate + 2 * s.hidden + 2 * s.head_dim;
+  s.layers = std::max<int64_t>(1, (params - s.vocab * s.hidden - s.hidden + per_layer / 2) / per_layer);
+  return s;
+}
+
+// bench forward's generated model: `params` when > 0, else the 100M default grown until its bf16
+// weights are at least twice the last-level cache (a DRAM floor, not a cache floor).
+GeneratedModelSpec sized_spec(int64_t params) {
+  if (params > 0) return spec_with_params(params);
+  GeneratedModelSpec s;
+  const int64_t llc = environment_json().value("l3_cache_bytes", int64_t{0});
+  if (llc > 0 && int64_t{200'000'000} < 2 * llc) s = spec_with_params(llc);  // llc params: 2 x llc bytes of bf16
+  return s;
+}
+
 GeneratedModelSpec qwen3_0_6b_spec(int64_t vocab) {
   GeneratedModelSpec s;
   s.hidden = 1024, s.layers = 28, s.heads = 16, s.kv_heads = 8, s.head_dim = 128, s.intermediate = 3072, s.vocab = vocab;
@@ -331,7 +351,7 @@ int run_bench_forward(const ForwardBenchArgs& a, const BenchCommon& c) {
   fs::path dir = a.model;
   std::string label;
   if (a.model.empty()) {
-    GeneratedModelSpec spec = c.quick ? quick_spec(1000) : GeneratedModelSpec{};
+    GeneratedModelSpec spec = c.quick ? quick_spec(1000) : sized_spec(a.params);
     tmp.emplace("forward");
     dir = tmp->path;
     write_random_qwen3(spec, dir, 1234);
@@ -341,23 +361,24 @@ int run_bench_forward(const ForwardBenchArgs& a, const BenchCommon& c) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
   json rows = json::array(), summary = json::array();
   std::vector<std::string> speedups;  // --compare-kernels
-  const bool kernels_on = cpu_bf16::enabled();
+  const kernels::Path start_path = kernels::path();
   for (const auto& dname : dtypes) {
     const c10::ScalarType dtype = parse_dtype(dname, "--dtype");
     // The model as it runs by default, plus (--compare-kernels) the same weights loaded and run
-    // with the CPU kernels off. Each timed forward sets the switch for its own path.
+    // on the aten path. Each timed forward switches to its own path (a model keeps the weight
+    // layout of the path it was loaded on).
     struct Path {
       std::string name;
-      bool kernels;
+      kernels::Path path;
       CausalLM model;
     };
     std::vector<Path> paths;
-    const bool uses_kernels = device.is_cpu() && dtype == at::kBFloat16 && cpu_bf16::available();
-    paths.push_back({uses_kernels ? "cpu kernels" : "aten", kernels_on, CausalLM::load(dir, device, dtype)});
-    if (a.compare_kernels && uses_kernels) {
-      cpu_bf16::set_enabled(false);
-      paths.push_back({"aten", false, CausalLM::load(dir, device, dtype)});
-      cpu_bf16::set_enabled(kernels_on);
+    const std::string name = layers::kernel_path_name(device, dtype);
+    paths.push_back({name, start_path, CausalLM::load(dir, device, dtype)});
+    if (a.compare_kernels && device.is_cpu() && name != "aten") {
+      kernels::set_path(kernels::Path::aten);
+      paths.push_back({"aten", kernels::Path::aten, CausalLM::load(dir, device, dtype)});
+      kernels::set_path(start_path);
     }
     const ModelConfig& cfg = paths[0].model.config();
     const int64_t params = param_count(cfg);
@@ -373,13 +394,13 @@ int run_bench_forward(const ForwardBenchArgs& a, const BenchCommon& c) {
         std::vector<std::function<void()>> steps;
         for (size_t i = 0; i < paths.size(); ++i) {
           std::function<void()> step = decode_step(paths[i].model, caches[i], T, gen);
-          steps.push_back([on = paths[i].kernels, step] {
-            cpu_bf16::set_enabled(on);
+          steps.push_back([path = paths[i].path, step] {
+            kernels::set_path(path);
             step();
           });
         }
         const std::vector<double> medians = time_side_by_side(steps, warmup, repeats, device);
-        cpu_bf16::set_enabled(kernels_on);
+        kernels::set_path(start_path);
         for (size_t i = 0; i < paths.size(); ++i) {
           const double step_ms = medians[i];
           ms[{i, B, T}] = step_ms;

@@ -56,19 +56,22 @@ void write_random_qwen3(const GeneratedModelSpec& spec, const std::filesystem::p
 // bench bandwidth — rows: [{kernel: "read"|"copy", gbps, bytes, best_s, runs, threads, convention}]
 int run_bench_bandwidth(const BenchCommon& common);
 
-// bench forward — rows: [{model, path ("cpu kernels" | "aten"), params, streamed_params, dtype, batch, tokens_per_step, ms_per_step, floor_ms,
+// bench forward — rows: [{model, path (the kernel path: amx | avx512bf16 | avx2 | aten | cuda), params, streamed_params, dtype, batch, tokens_per_step, ms_per_step, floor_ms,
 // ratio, tokens_per_s, weight_bytes, kv_bytes, context}] (ms_per_step: median of `repeats`;
 // tokens_per_s = batch·tokens_per_step ÷ step time); "summary": [{model, dtype,
 // verify_over_decode_b1 (γ+1-token step ÷ 1-token step at batch 1), max_batch,
 // throughput_max_batch_over_b1 (1-token tokens/s at the largest batch ÷ at batch 1)}]
 struct ForwardBenchArgs {
-  std::string model;                 // empty: generated ~100M Qwen3 (GeneratedModelSpec{})
+  std::string model;                 // empty: a generated Qwen3 of `params` parameters
+  // Parameters of the generated model (layers of GeneratedModelSpec{} added or removed); 0 = the
+  // 100M default, or more when its bf16 weights would not be twice the last-level cache (sysfs).
+  int64_t params = 0;
   std::vector<std::string> dtypes;   // default: bfloat16 and float32
   std::vector<int> batches;          // default: 1, 4, 16
   int gamma = 5;
   int context = 128;
-  // bf16 on a CPU with the decoders/cpu_bf16 kernels: also load the model with them off and time
-  // both paths side by side (rows get path "aten"; markdown adds the per-shape speedups).
+  // On a CPU kernel path: also load the model on the aten path and time both side by side (rows
+  // get path "aten"; markdown adds the per-shape speedups).
   bool compare_kernels = false;
 };
 int run_bench_forward(const ForwardBenchArgs& args, const BenchCommon& common);

@@ -41,13 +41,17 @@ void add_bench_commands(CLI::App& app, CommonOptions& common, int& exit_code) {
     auto* sub = bench->add_subcommand(
         "forward", "Target decode-step time (1 and γ+1 tokens, 128-token context) vs the bandwidth floor");
     add_common(sub, common, *bc);
-    sub->add_option("--model", args->model, "Checkpoint directory (default: a generated ~100M Qwen3)");
+    sub->add_option("--model", args->model, "Checkpoint directory (default: a generated Qwen3, see --params)");
+    sub->add_option("--params", args->params,
+                    "Parameters of the generated Qwen3 (e.g. 300000000; default 0: 100M, or enough that its bf16 "
+                    "weights are twice the last-level cache)")
+        ->check(CLI::NonNegativeNumber);
     sub->add_option("--dtype", args->dtypes, "bfloat16 | float32 | float16 (repeatable; default: bfloat16 and float32)");
     sub->add_option("--batch", args->batches, "Batch sizes, e.g. 1,4,16")->delimiter(',');
     sub->add_option("--gamma", args->gamma, "Draft tokens per step (a verify forward scores γ+1)")->capture_default_str();
     sub->add_option("--context", args->context, "Positions already in the KV cache")->capture_default_str();
     sub->add_flag("--compare-kernels", args->compare_kernels,
-                  "bf16 on CPU: also time the plain-ATen path (CPU kernels off), side by side");
+                  "On a CPU kernel path: also time the plain-ATen path, side by side");
     sub->callback([args, bc, &common, &exit_code] { exit_code = run_bench_forward(*args, merged(common, *bc)); });
   }
   {
