@@ -122,6 +122,7 @@ Eagle3Head Eagle3Head::load(const std::filesystem::path& dir, const CausalLM& ta
     fail("{}: d2t maps draft ids to target ids in [{}, {}] but the target vocabulary has {} ids", dir.string(), lo,
          hi, tc.vocab_size);
   head.inv_freq_ = layers::rope_inv_freq(hd, c.rope, dev);
+  head.rope_ = layers::RopeCache::build(head.inv_freq_, c.max_position_embeddings, head.dtype_);
   return head;
 }
 
@@ -140,7 +141,7 @@ Eagle3Head::Output Eagle3Head::forward(const at::Tensor& token_ids, const at::Te
   const at::Tensor x = at::cat({layers::rms_norm(emb, input_norm_, eps), layers::rms_norm(g, hidden_norm_, eps)}, -1);
 
   const KVCache::Append plan = cache.prepare_append(T);
-  const layers::RopeTables rope = layers::rope_tables(inv_freq_, plan.positions, dtype_);
+  const layers::RopeTables rope = rope_.lookup(plan.positions, plan.span, plan.uniform_start);
   const at::Tensor qkv = layers::linear(x, qkv_);
   at::Tensor q = layers::apply_rope(qkv.narrow(-1, 0, H * hd).view({B, T, H, hd}), rope);
   at::Tensor k = layers::apply_rope(qkv.narrow(-1, H * hd, K * hd).view({B, T, K, hd}), rope);

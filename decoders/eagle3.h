@@ -64,6 +64,7 @@ class Eagle3Head {
   int64_t draft_vocab_ = 0, target_vocab_ = 0;
   bool own_embed_ = false;
   at::Tensor embed_, input_norm_, hidden_norm_, post_norm_, norm_, inv_freq_, draft_to_target_;
+  layers::RopeCache rope_;  // cos/sin tables, computed at load
   layers::LinearWeight fc_, qkv_, o_, gate_up_, down_, lm_head_;
 };
 

@@ -297,6 +297,29 @@ RopeTables rope_tables(const at::Tensor& inv_freq, const at::Tensor& positions, 
   return t;
 }
 
+RopeCache RopeCache::build(const at::Tensor& inv_freq, int64_t max_position_embeddings, c10::ScalarType dtype) {
+  RopeCache c;
+  c.inv_freq = inv_freq;
+  c.dtype = dtype;
+  const int64_t n = std::min<int64_t>(max_position_embeddings > 0 ? max_position_embeddings : 4096, 8192);
+  const at::Tensor pos = at::arange(n, at::TensorOptions().dtype(at::kLong).device(inv_freq.device())).view({1, n});
+  const RopeTables t = rope_tables(inv_freq, pos, dtype);
+  c.table.cos = t.cos.view({n, -1});
+  c.table.sin = t.sin.view({n, -1});
+  return c;
+}
+
+RopeTables RopeCache::lookup(const at::Tensor& positions, int64_t span, int64_t uniform_start) const {
+  const int64_t B = positions.size(0), T = positions.size(1), n = table.cos.size(0), hd = table.cos.size(1);
+  if (uniform_start >= 0 && uniform_start + T <= n && B == 1)
+    return {table.cos.narrow(0, uniform_start, T).view({1, T, hd}), table.sin.narrow(0, uniform_start, T).view({1, T, hd})};
+  if (span <= n) {
+    const at::Tensor flat = positions.reshape({-1});
+    return {table.cos.index_select(0, flat).view({B, T, hd}), table.sin.index_select(0, flat).view({B, T, hd})};
+  }
+  return rope_tables(inv_freq, positions, dtype);
+}
+
 at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope) {
   // x: [B, T, n, hd]; cos/sin: [B, T, hd] -> broadcast over heads.
   const int64_t hd = x.size(-1);

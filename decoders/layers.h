@@ -76,6 +76,20 @@ struct RopeTables {
 // angle), cos/sin in fp32, then cast to `dtype`.
 RopeTables rope_tables(const at::Tensor& inv_freq, const at::Tensor& positions, c10::ScalarType dtype);
 
+// rope_tables for positions [0, n), computed once at load (n = min(max_position_embeddings or
+// 4096, 8192)). lookup() gives a forward's tables without recomputing them: a view when one
+// sequence appends at a uniform position (a decode or verify step at batch 1), one index_select
+// otherwise, rope_tables() itself past n.
+struct RopeCache {
+  at::Tensor inv_freq;
+  RopeTables table;  // cos, sin: [n, head_dim]
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  static RopeCache build(const at::Tensor& inv_freq, int64_t max_position_embeddings, c10::ScalarType dtype);
+  // positions: [B, T] int64, all < span; uniform_start: >= 0 when every row is uniform_start + t
+  // (KVCache::Append's positions, span and uniform_start; no device sync).
+  RopeTables lookup(const at::Tensor& positions, int64_t span, int64_t uniform_start) const;
+};
+
 // NeoX rotation: x*cos + rotate_half(x)*sin, rotate_half(x) = cat(-x[hd/2:], x[:hd/2]).
 // x: [B, T, n_heads, head_dim] (any strides); returns a new contiguous tensor of the same shape.
 at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope);

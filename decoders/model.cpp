@@ -304,6 +304,7 @@ CausalLM CausalLM::load(const std::filesystem::path& dir, c10::Device device,
   }
   m.lm_head_linear_ = layers::prepare_linear(m.lm_head_);
   m.inv_freq_ = layers::rope_inv_freq(hd, c.rope, device);
+  m.rope_ = layers::RopeCache::build(m.inv_freq_, c.max_position_embeddings, m.dtype_);
   return m;
 }
 
@@ -354,7 +355,7 @@ ForwardOutput CausalLM::forward(const at::Tensor& ids, KVCache& cache, const For
   std::vector<at::Tensor> hs(static_cast<size_t>(N + 1));
 
   const KVCache::Append plan = cache.prepare_append(T);
-  const layers::RopeTables rope = layers::rope_tables(inv_freq_, plan.positions, dtype_);
+  const layers::RopeTables rope = rope_.lookup(plan.positions, plan.span, plan.uniform_start);
   const double scale = std::pow(static_cast<double>(hd), -0.5);
   const double eps = c.rms_norm_eps;
 

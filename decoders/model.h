@@ -120,6 +120,7 @@ class CausalLM {
   c10::Device device_ = c10::Device(c10::kCPU);
   c10::ScalarType dtype_ = c10::ScalarType::Float;
   at::Tensor embed_, final_norm_, lm_head_, inv_freq_;
+  layers::RopeCache rope_;  // cos/sin tables, computed at load
   layers::LinearWeight lm_head_linear_;  // lm_head_ prepared for linear() (packed on AMX CPUs)
   std::vector<Layer> layers_;
 };
