@@ -1,4 +1,5 @@
 #include "decoders/cpu_bf16.h"
+#include "decoders/bf16_bits.h"
 
 #include "decoders/kernel_path.h"
 
@@ -33,21 +34,8 @@ bool amx_available() { return kernels::path() == kernels::Path::amx; }
 
 namespace {
 
-float from_bf16(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-// Round to nearest even, NaN stays NaN (same as c10::BFloat16's conversion).
-uint16_t to_bf16(float f) {
-  if (std::isnan(f)) return 0x7fc0;
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
+using bf16_bits::from_bf16;
+using bf16_bits::to_bf16;
 
 
 EARS_AVX512_BF16 inline __m512bh load32(const uint16_t* p) {
