@@ -23,6 +23,7 @@ class ModelDrafter final : public Drafter {
   void begin(const at::Tensor& prompt_ids, const std::vector<int64_t>& lengths, const at::Tensor& first_tokens,
              const std::vector<at::Tensor>&, int64_t max_len) override {
     const int64_t B = prompt_ids.size(0);
+    last_drafts_ = at::Tensor();  // nothing proposed yet in this batch (select() may come first)
     cache_ = model_.new_cache(B, max_len);
     ForwardOptions opt;
     opt.skip_logits = true;

@@ -622,6 +622,33 @@ TEST(StopConditions, StopIdEndsWithEos) {
   }
 }
 
+// Regression (issue: multi-arm runs with a `model` draft crashed in the second arm): one drafter
+// serves generate() after generate(); when a request of the second batch stops at its first
+// token, the engine drops it before any proposal, and the drafter must not carry the previous
+// batch's drafts into that select().
+TEST(StopConditions, DrafterReusedAcrossGenerateCallsWithAFirstTokenStop) {
+  EARS_REQUIRE_SHARED("fixtures/eagle3-tiny");
+  auto eagle = make_eagle3_drafter(head());
+  auto self = make_model_drafter(target(), 320);
+  const auto all = prompts();
+  for (Drafter* d : {eagle.get(), self.get()}) {
+    SCOPED_TRACE(d->kind());
+    Engine engine(target(), d, nullptr);
+    const auto first = engine.generate(requests({0, 1, 2}), params(VerifierSpec::Baseline, 5, 0.0, 12, true));
+    ASSERT_EQ(first.size(), 3u);
+    const int32_t stop = greedy_reference(all[1], 24)[0];  // request 1 stops at its first token
+    DecodeParams p = params(VerifierSpec::Baseline, 5, 0.0, 12, true);
+    p.stop_ids = {stop};
+    const auto res = engine.generate(requests({1, 0}), p);
+    ASSERT_EQ(res.size(), 2u);
+    EXPECT_EQ(res[0].ids, std::vector<int32_t>{stop});
+    EXPECT_EQ(res[0].finish_reason, "eos");
+    const auto& ref0 = greedy_reference(all[0], 24);
+    const auto f0 = std::find(ref0.begin(), ref0.begin() + 12, stop);
+    EXPECT_EQ(res[1].ids, std::vector<int32_t>(ref0.begin(), f0 == ref0.begin() + 12 ? f0 : f0 + 1));
+  }
+}
+
 TEST(StopConditions, MaxNewTokensExactEvenMidStep) {
   EARS_REQUIRE_SHARED("fixtures/eagle3-tiny");
   auto self = make_model_drafter(target(), 320);  // emits gamma + 1 tokens per step
