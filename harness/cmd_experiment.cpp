@@ -81,6 +81,7 @@ struct GateArgs {
   std::string rules;
   std::vector<std::string> checks;
   std::string json_out;
+  bool allow_partial = false;
 };
 
 int run_gate(const GateArgs& a) {
@@ -97,7 +98,12 @@ int run_gate(const GateArgs& a) {
   const Report report = report_from_json(j);
   std::vector<GateCheck> checks;
   if (!a.rules.empty()) {
+    if (!fs::is_regular_file(a.rules))
+      fail("--rules {}: not a readable file; pass a file with one rule per line ('ARM: METRIC OP VALUE')", a.rules);
     auto more = runner::parse_gate_rules_file(read_text(a.rules, "the gate rules"), a.rules);
+    if (more.empty())
+      fail("--rules {}: the file holds no rule (only blank lines or comments); add 'ARM: METRIC OP VALUE' lines",
+           a.rules);
     checks.insert(checks.end(), more.begin(), more.end());
   }
   for (const auto& c : a.checks) checks.push_back(runner::parse_gate_rule_text(c, "--check"));
@@ -109,11 +115,19 @@ int run_gate(const GateArgs& a) {
   if (checks.empty())
     fail("gate: no rules; pass --rules FILE or --check \"ARM METRIC OP VALUE\", or add 'gates:' to the experiment config");
   checks = runner::expand_gate_checks(checks, report);
-  const GateResult result = evaluate_gates(report, checks);
+  GateResult result = evaluate_gates(report, checks);
+  // A partial report (an interrupted run, missing shards) never passes by accident.
+  const bool partial_fails = report.partial && !a.allow_partial;
+  if (partial_fails) result.all_passed = false;
   const fs::path out = a.json_out.empty() ? fs::path(a.dir) / "gate.json" : fs::path(a.json_out);
   write_gate_json(result, out, report.partial);
   fmt::print("Gate of {} ({} rule(s) from {}):\n{}", a.dir, checks.size(), origin, gate_table(result));
-  if (report.partial) fmt::print("note: the report is PARTIAL (an interrupted or incomplete run)\n");
+  if (partial_fails)
+    fmt::print("FAIL: the report is PARTIAL (an interrupted or incomplete run): finish it with 'ears-bench run "
+               "--resume {}', or pass --allow-partial to gate what is there\n",
+               a.dir);
+  else if (report.partial)
+    fmt::print("note: the report is PARTIAL (an interrupted or incomplete run); gated anyway (--allow-partial)\n");
   fmt::print("{} -> {}\n", result.all_passed ? "PASS" : "FAIL", out.string());
   return result.all_passed ? 0 : 1;
 }
@@ -169,6 +183,8 @@ void add_experiment_commands(CLI::App& app, CommonOptions&, int& exit_code) {
     sub->add_option("--rules", a->rules, "File with one rule per line ('ARM: METRIC OP VALUE'; # comments)");
     sub->add_option("--check", a->checks, "A rule, e.g. --check \"ears accuracy_delta_pp >= -1\" (repeatable)")->allow_extra_args(false);
     sub->add_option("--json", a->json_out, "Where to write gate.json (default: RUN_DIR/gate.json)");
+    sub->add_flag("--allow-partial", a->allow_partial,
+                  "Gate a PARTIAL report (interrupted run, missing shards) instead of failing it");
     sub->callback([a, &exit_code] { exit_code = run_gate(*a); });
   }
 }

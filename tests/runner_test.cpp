@@ -584,6 +584,13 @@ TEST(RunnerCli, GateExitCodes) {
   p = cli({"gate", dir, "--rules", rules.string()});
   EXPECT_EQ(p.exit_code, 2) << show(p);
   EXPECT_NE(p.err.find("rules.txt:2"), std::string::npos) << p.err;
+  // A rules file that is a directory, missing or holds no rule is bad input, never the config's gates.
+  write(rules, "# nothing here\n\n");
+  for (const std::string& bad : {rules.string(), env().root.string(), (env().root / "none.txt").string()}) {
+    p = cli({"gate", dir, "--rules", bad});
+    EXPECT_EQ(p.exit_code, 2) << bad << "\n" << show(p);
+    EXPECT_NE(p.err.find("--rules " + bad), std::string::npos) << p.err;
+  }
 
   // No rules given: the run's config gates (one of which fails).
   p = cli({"gate", dir});
@@ -718,6 +725,13 @@ TEST(RunnerCli, SigintStopsAfterTheBatchWithAPartialReport) {
   EXPECT_NE(test::read_file(env().root / "int.err").find("--resume"), std::string::npos);
   // Every line is whole: the in-flight batch finished before the process stopped.
   for (const auto& l : lines_of(dir / "results.jsonl")) EXPECT_NO_THROW(json::parse(l));
+  // A partial report fails its gate even when every rule holds, unless --allow-partial.
+  Proc g = cli({"gate", dir.string(), "--check", "n_errors == 0"});
+  EXPECT_EQ(g.exit_code, 1) << show(g);
+  EXPECT_NE(g.out.find("PARTIAL"), std::string::npos) << g.out;
+  EXPECT_FALSE(read_json(dir / "gate.json")["all_passed"].get<bool>());
+  g = cli({"gate", dir.string(), "--check", "n_errors == 0", "--allow-partial"});
+  EXPECT_EQ(g.exit_code, 0) << show(g);
 }
 
 TEST(RunnerCli, SigtermStopsLikeSigint) {
