@@ -539,6 +539,9 @@ void apply_override(const Ctx& c, Node root, const std::string& text) {
   } catch (const YAML::Exception& e) {
     fail_set(key, fmt::format("value '{}' is not valid YAML ({})", value_text, e.msg), "quote it or fix the brackets");
   }
+  if (value.IsNull())  // "", "~", "null": silently keeping the default would hide a typo
+    fail_set(key, fmt::format("no value ('{}' is empty or null)", value_text),
+             fmt::format("give one, e.g. --set {}=VALUE, or leave the --set out to keep the file's value", key));
 
   std::vector<std::string> segs;
   for (size_t start = 0;;) {

@@ -440,6 +440,8 @@ TEST(ConfigOverrides, ArmByNameCreatesMissingSectionsAndRelativePathsUseCwd) {
 
 TEST(ConfigOverrides, Errors) {
   EXPECT_EQ(error_of(kBase, {"decoding.gama=3"}), "(from --set): decoding.gama: unknown key; did you mean 'gamma'?");
+  for (const char* empty : {"decoding.gamma=", "decoding.gamma=~", "decoding.gamma=null", "decoding.gamma=  "})
+    EXPECT_TRUE(starts_with(error_of(kBase, {empty}), "(from --set): decoding.gamma: no value (")) << error_of(kBase, {empty});
   EXPECT_EQ(error_of(kBase, {"decodng.gamma=3"}), "(from --set): decodng: unknown key; did you mean 'decoding'?");
   std::string e = error_of(kBase, {"decoding.gamma=five"});
   EXPECT_TRUE(starts_with(e, "(from --set): decoding.gamma: expected an integer, got 'five';")) << e;
