@@ -1,5 +1,6 @@
 #include "decoders/runtime.h"
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/Event.h>
@@ -18,9 +19,20 @@ namespace ears {
 c10::Device parse_device(const std::string& name, const std::string& what) {
   if (name == "cpu") return c10::Device(c10::kCPU);
   if (name == "cuda" || name.rfind("cuda:", 0) == 0) {
+    c10::optional<c10::Device> device;
     try {
-      return c10::Device(name);
+      device = c10::Device(name);
     } catch (const std::exception&) {
+    }
+    if (device) {
+      if (!at::hasCUDA())
+        fail("{}: device '{}' but this ears-bench was built against a LibTorch without CUDA (or no GPU is "
+             "visible); use cpu, or build against a CUDA LibTorch (docs/cuda.md)",
+             what, name);
+      const int64_t n = static_cast<int64_t>(at::getNumGPUs());
+      if (device->has_index() && device->index() >= n)
+        fail("{}: device '{}' but {} CUDA device(s) are visible (cuda:0..cuda:{})", what, name, n, n - 1);
+      return *device;
     }
   }
   fail("{}: unknown device '{}'; use cpu, cuda or cuda:N", what, name);

@@ -212,6 +212,12 @@ TEST(Cli, GenerateRejectsBadOptions) {
   expect_one_line_error(run_ears("generate" + t + " --max-new-tokens 0"), "max_new_tokens");
   expect_one_line_error(run_ears("generate" + t + " --max-new-tokens 100000"), "context");
   expect_one_line_error(run_ears("generate" + t + " --draft /nonexistent"), "/nonexistent");
+  // A CUDA device on a LibTorch without CUDA: exit 2 naming the flag (was a LibTorch error, exit 1).
+  const auto env = run_ears("env --json");
+  if (env.out.find("\"cuda_build\":false") != std::string::npos) {
+    expect_one_line_error(run_ears("generate" + t + " --device cuda"), "without CUDA");
+    expect_one_line_error(run_ears("bench forward --quick --device cuda:1"), "--device");
+  }
 }
 
 // --threads follows one rule everywhere (decoders/threads.h): 0 = auto, 1 .. 4 x the logical
