@@ -676,12 +676,15 @@ void read_verifier_fields(const Ctx& c, const MapReader& m, VerifierSpec& v) {
   if (m.has("uncertainty")) v.uncertainty = as_enum(c, m.get("uncertainty"), m.sub("uncertainty"), kUncertainty);
   if (m.has("eps")) {
     v.eps = as_double(c, m.get("eps"), m.sub("eps"), 0.09);
-    if (v.eps < 0 || v.eps > 1)
-      fail_at(c, m.get("eps"), m.sub("eps"), fmt::format("{} is out of range", num(v.eps)), "eps must be >= 0 and <= 1");
+    // The same ranges decoders/verify.cpp's validate() enforces at run time (typical acceptance
+    // divides by neither, but eps = 0 or delta = 0 accepts nothing and is refused there).
+    if (!(v.eps > 0) || v.eps > 1)
+      fail_at(c, m.get("eps"), m.sub("eps"), fmt::format("{} is out of range", num(v.eps)), "eps must be > 0 and <= 1");
   }
   if (m.has("delta")) {
     v.delta = as_double(c, m.get("delta"), m.sub("delta"), 0.3);
-    if (v.delta < 0) fail_at(c, m.get("delta"), m.sub("delta"), fmt::format("{} is out of range", num(v.delta)), "delta must be >= 0");
+    if (!(v.delta > 0))
+      fail_at(c, m.get("delta"), m.sub("delta"), fmt::format("{} is out of range", num(v.delta)), "delta must be > 0");
   }
 }
 
