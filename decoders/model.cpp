@@ -224,6 +224,18 @@ ModelConfig ModelConfig::parse(const std::string& json_text, const std::string& 
   const auto bos = k.int_list("bos_token_id");
   if (!bos.empty()) c.bos_token_id = bos[0];
   c.eos_token_ids = k.int_list("eos_token_id");
+  if (k.find("max_position_embeddings") && c.max_position_embeddings <= 0)
+    fail("{}: max_position_embeddings is {}; it must be a positive context length (or absent)", origin,
+         c.max_position_embeddings);
+  if (check_architecture) {  // a draft head's config may describe another vocabulary
+    std::vector<int64_t> special = c.eos_token_ids;
+    if (c.bos_token_id) special.push_back(*c.bos_token_id);
+    for (int64_t id : special)
+      if (id < 0 || id >= c.vocab_size)
+        fail("{}: special token id {} (eos_token_id / bos_token_id) is outside the vocabulary [0, {}); fix "
+             "config.json",
+             origin, id, c.vocab_size);
+  }
 
   if (check_architecture) {
     if (auto act = k.opt_string("hidden_act"); act && *act != "silu")

@@ -394,6 +394,7 @@ TEST(ModelConfigParse, VariantsAndDefaults) {
 
   json j = base;
   j["attention_bias"] = true;
+  j["vocab_size"] = 128256;
   j["eos_token_id"] = {128001, 128009};
   j["bos_token_id"] = nullptr;
   j["dtype"] = "bfloat16";
@@ -414,6 +415,26 @@ TEST(ModelConfigParse, VariantsAndDefaults) {
   j = base;
   j["num_key_value_heads"] = 3;
   EXPECT_THROW(ears::ModelConfig::parse(j.dump(), "x/config.json"), ears::Error);
+  // Values that would fail midway through a run are refused at load, naming the key.
+  auto error_of = [](const json& cfg) {
+    try {
+      ears::ModelConfig::parse(cfg.dump(), "x/config.json");
+    } catch (const ears::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  j = base;
+  j["max_position_embeddings"] = 0;
+  EXPECT_NE(error_of(j).find("max_position_embeddings is 0"), std::string::npos) << error_of(j);
+  j = base;
+  j["eos_token_id"] = 10;  // vocab_size 10
+  EXPECT_NE(error_of(j).find("special token id 10 (eos_token_id / bos_token_id) is outside the vocabulary [0, 10)"),
+            std::string::npos)
+      << error_of(j);
+  j = base;
+  j["bos_token_id"] = -1;
+  EXPECT_NE(error_of(j).find("special token id -1"), std::string::npos) << error_of(j);
   EXPECT_THROW(ears::ModelConfig::parse("{not json", "x/config.json"), ears::Error);
 }
 
