@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <exception>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -516,8 +517,28 @@ int validate_experiment(const std::string& config_file, const std::vector<std::s
   return 0;
 }
 
+namespace {
+// Removes what a fresh run wrote (config.yaml, run_meta.json, an empty results.jsonl, the directory
+// when the run created it and it is empty) unless disarmed; never throws (it runs while an
+// exception unwinds).
+struct StartupCleanup {
+  fs::path dir;  // empty: nothing to clean (--resume)
+  bool created_dir = false;
+  bool armed = true;
+  void disarm() { armed = false; }
+  ~StartupCleanup() {
+    if (!armed || dir.empty() || std::uncaught_exceptions() == 0) return;
+    std::error_code ec;
+    if (fs::exists(dir / kResultsFile, ec) && fs::file_size(dir / kResultsFile, ec) > 0) return;
+    for (const char* f : {kRunMetaFile, kConfigFile, kResultsFile}) fs::remove(dir / f, ec);
+    if (created_dir && fs::is_empty(dir, ec)) fs::remove(dir, ec);
+  }
+};
+}  // namespace
+
 int run_experiment(const RunOptions& o) {
   const bool resume = !o.resume_dir.empty();
+  bool created_dir = false;
   config::ExperimentSpec spec;
   fs::path dir;
   RunMeta prior;
@@ -555,9 +576,13 @@ int run_experiment(const RunOptions& o) {
       fail("{}: already holds a run; continue it with 'ears-bench run --resume {}' or pass another --out", dir.string(),
            dir.string());
     std::error_code ec;
+    created_dir = !fs::exists(dir);
     fs::create_directories(dir, ec);
     if (ec) fail("{}: cannot create the output directory ({})", dir.string(), ec.message());
   }
+  // A fresh run that fails before its first result (a wrong device, a model that does not load)
+  // takes back what it wrote, so the corrected command can use the same --out.
+  StartupCleanup cleanup{resume ? fs::path() : dir, created_dir};
   const int threads =
       set_threads(o.threads.value_or(spec.run.threads), threads_origin(o, resume ? (dir / kConfigFile).string() : o.config_file));
   Progress::Mode mode = Progress::detect(o.quiet);
@@ -782,6 +807,7 @@ int run_experiment(const RunOptions& o) {
   std::size_t group = 1;
   for (const auto& a : spec.arms) group = std::max<std::size_t>(group, static_cast<std::size_t>(std::max(1, a.decoding.batch_size)));
   const std::vector<WorkUnit> units = plan_units(n_arms, reqs.size(), group, repeats, spec.run.order, spec.decoding.seed);
+  cleanup.disarm();  // from here on, results may exist: --resume continues them
   Progress progress(mode, expected, already);
   bool stopped = false;
   {

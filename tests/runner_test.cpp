@@ -637,6 +637,22 @@ TEST(RunnerCli, ReportRerendersAndValidateChecks) {
     EXPECT_FALSE(fs::exists(never / "run_meta.json"));
   }
 
+  // A run that fails while starting (here: a CUDA device on a LibTorch without CUDA, found when the
+  // models load) takes back what it wrote: the corrected command runs into the same --out.
+  {
+    const fs::path again = env().root / "failed-start";
+    p = cli({"run", env().config3.string(), "--set", "target.device=cuda", "--set", "dataset.limit=1", "--out",
+             again.string(), "--threads", "1"});
+    if (p.err.find("without CUDA") != std::string::npos) {
+      EXPECT_EQ(p.exit_code, 2) << show(p);
+      EXPECT_FALSE(fs::exists(again)) << "a failed start left " << again;
+      p = cli({"run", env().config3.string(), "--set", "dataset.limit=1", "--out", again.string(), "--threads", "1",
+               "--quiet"});
+      EXPECT_EQ(p.exit_code, 0) << show(p);
+      EXPECT_TRUE(fs::exists(again / "report.json"));
+    }
+  }
+
   p = cli({"validate", env().config3.string(), "--set", "target.path=" + (env().root / "missing-model").string()});
   EXPECT_EQ(p.exit_code, 2) << show(p);
   EXPECT_NE(p.err.find("target.path"), std::string::npos) << p.err;
