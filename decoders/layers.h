@@ -36,7 +36,7 @@ std::string kernel_path_name(c10::Device device, c10::ScalarType dtype);
 
 // y = weight * (x_f32 * rsqrt(mean(x_f32^2, -1) + eps)).to(x.dtype). weight: [x.size(-1)] in x's
 // dtype, or [x.size(-2), x.size(-1)] (a weight row per head: Qwen3's q_norm/k_norm in one call).
-// bf16 on a CPU with AVX-512 BF16: one pass per row (decoders/cpu_bf16.h), same roundings.
+// On a CPU kernel path (decoders/kernel_path.h), bf16 and float32: one pass per row, same roundings.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
 // x @ w^T (+ bias). w: [out, in] (nn.Linear layout); bias may be undefined. In bf16/fp16 every
@@ -46,12 +46,14 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias = at::Tensor());
 
 // A linear layer's weight [out, in] (nn.Linear layout) and optional bias, prepared once for the
-// device it runs on. On a CPU with AMX (decoders/cpu_bf16.h), a bf16 weight is repacked into the
-// tile layout and the plain copy is dropped (same memory); every product then runs the AMX
-// kernel, row-invariant for any number of rows. Elsewhere `w` is kept and linear() is at::linear.
+// device it runs on. On a CPU kernel path (decoders/kernel_path.h) a bf16 weight is repacked into
+// cpu_bf16's VNNI-pair tile layout (read by the amx, avx512bf16 and avx2 kernels alike) and a
+// float32 one into cpu_avx2's 16-column panels; the plain copy is dropped (same memory) and every
+// product runs the path's kernel, row-invariant for any number of rows. On the aten path and on
+// accelerators `w` is kept and linear() is at::linear.
 struct LinearWeight {
   at::Tensor w;       // [out, in], undefined when packed
-  at::Tensor packed;  // 1-D bf16 in cpu_bf16's AMX layout, or undefined
+  at::Tensor packed;  // 1-D: bf16 in cpu_bf16's AMX layout, float32 in cpu_avx2's panels, or undefined
   at::Tensor bias;    // [out] or undefined
   int64_t out_features = 0, in_features = 0;
   at::Tensor dense() const;  // [out, in] (unpacks a packed weight)
@@ -103,9 +105,9 @@ at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope);
 // scores = (q @ k^T) * scale in q's dtype; masked; softmax in fp32; cast back; @ v.
 // Returns [B, T, H*hd] (heads concatenated in head order), contiguous.
 // positions: optional [B, T] int64 with blocked[b, t, s] == (s > positions[b, t]) (the KV-cache
-// case, KVCache::Append::positions). Given it, bf16 on a CPU with AVX-512 BF16 runs
-// decoders/cpu_bf16's attend_row per query row over its visible keys only (T <= 16), with the same
-// roundings (no matmul call overhead, no [B, K, T*G, S] temporaries). On an accelerator with
+// case, KVCache::Append::positions). Given it, a CPU kernel path runs attend_row per query row
+// over its visible keys only (T <= 16; any T in bf16 on the avx2 path, where ATen's bf16 matmul is
+// emulated), with the same roundings (no matmul call overhead, no [B, K, T*G, S] temporaries). On an accelerator with
 // LibTorch >= 2.1: at::scaled_dot_product_attention (EARS_EAGER_ATTENTION=1: this eager path).
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const at::Tensor& blocked, double scale, const at::Tensor& positions = at::Tensor());
