@@ -24,9 +24,16 @@ LoadedModels load_models(const ModelSetup& s, bool need_tokenizer) {
   const std::string tok = s.tokenizer_path.empty() ? s.target_path : s.tokenizer_path;
   const bool has_tok = std::filesystem::exists(std::filesystem::path(tok) / "tokenizer.json") ||
                        (std::filesystem::is_regular_file(tok));
-  if (has_tok) m.tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(tok));
-  else if (need_tokenizer)
+  if (has_tok) {
+    m.tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(tok));
+    // Ids the embedding cannot look up would abort a run midway ("index out of range in self").
+    if (m.tokenizer->vocab_size() > m.target->config().vocab_size)
+      fail("tokenizer '{}' has ids up to {} but the target's config.json has vocab_size {}; use the tokenizer "
+           "that belongs to this checkpoint (target.tokenizer / --tokenizer)",
+           tok, m.tokenizer->vocab_size() - 1, m.target->config().vocab_size);
+  } else if (need_tokenizer) {
     fail("no tokenizer.json in '{}'; pass --tokenizer DIR (or target.tokenizer) pointing at one", tok);
+  }
 
   if (s.draft_kind == "eagle3") {
     if (s.draft_path.empty()) fail("draft.kind eagle3 needs draft.path (an EAGLE-3 checkpoint directory)");

@@ -212,6 +212,11 @@ TEST(Cli, GenerateRejectsBadOptions) {
   expect_one_line_error(run_ears("generate" + t + " --max-new-tokens 0"), "max_new_tokens");
   expect_one_line_error(run_ears("generate" + t + " --max-new-tokens 100000"), "context");
   expect_one_line_error(run_ears("generate" + t + " --draft /nonexistent"), "/nonexistent");
+  // A tokenizer with ids the model cannot embed: refused at load (it aborted runs midway).
+  if (fs::exists(shared_dir() / "tokenizers/qwen3/tokenizer.json"))
+    expect_one_line_error(run_ears("generate --target " + (shared_dir() / "fixtures/qwen3-tiny").string() +
+                                   " --tokenizer " + (shared_dir() / "tokenizers/qwen3").string() + " --prompt hi"),
+                          "vocab_size 320");
   // A CUDA device on a LibTorch without CUDA: exit 2 naming the flag (was a LibTorch error, exit 1).
   const auto env = run_ears("env --json");
   if (env.out.find("\"cuda_build\":false") != std::string::npos) {

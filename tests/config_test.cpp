@@ -262,6 +262,17 @@ struct RangeCase {
   std::string after, line, key_path, problem;
 };
 
+// synth-gsm generates its problems in memory: n has a ceiling (2e9 died of bad_alloc, 5e6 hung).
+TEST(ConfigErrors, SynthGsmSizeHasACeiling) {
+  std::string yaml = kBase;
+  const auto pos = yaml.find("  name: gsm8k\n");
+  ASSERT_NE(pos, std::string::npos);
+  yaml.replace(pos, 14, "  name: synth-gsm\n  n: 2000000000\n");
+  EXPECT_NE(error_of(yaml).find("dataset.n: 2000000000 is out of range; n must be >= 1 and <= 100000"),
+            std::string::npos)
+      << error_of(yaml);
+}
+
 TEST(ConfigErrors, EveryOutOfRangeValueNamesTheRange) {
   const std::vector<RangeCase> cases = {
       {"decoding:", "  gamma: 0", "decoding.gamma", "0 is out of range; gamma must be >= 1 and <= 16"},
