@@ -7,6 +7,7 @@
 #include <atomic>
 #include <limits>
 
+#include "decoders/kernel_path.h"
 #include "decoders/runtime.h"
 #include "harness/error.h"
 
@@ -59,11 +60,11 @@ __attribute__((target("avx512f"))) uint64_t read_stream_avx512(const uint8_t* p,
 }
 #endif
 
-// "avx512", "avx2" or "scalar": the read stream this CPU takes.
+// "avx512", "avx2" or "scalar": the read stream this CPU takes (decoders/kernel_path's detection).
 const char* read_stream_kind() {
 #if defined(__x86_64__)
-  static const char* kind = __builtin_cpu_supports("avx512f") ? "avx512" : __builtin_cpu_supports("avx2") ? "avx2" : "scalar";
-  return kind;
+  const kernels::CpuInfo& cpu = kernels::cpu_info();
+  return cpu.avx512f ? "avx512" : cpu.avx2 ? "avx2" : "scalar";
 #else
   return "scalar";
 #endif
@@ -82,9 +83,9 @@ uint64_t read_stream_scalar(const uint8_t* p, size_t n) {
 
 uint64_t read_stream(const uint8_t* p, size_t n) {
 #if defined(__x86_64__)
-  const char* kind = read_stream_kind();
-  if (kind[4] == '5') return read_stream_avx512(p, n);
-  if (kind[0] == 'a') return read_stream_avx2(p, n);
+  const kernels::CpuInfo& cpu = kernels::cpu_info();
+  if (cpu.avx512f) return read_stream_avx512(p, n);
+  if (cpu.avx2) return read_stream_avx2(p, n);
 #endif
   return read_stream_scalar(p, n);
 }

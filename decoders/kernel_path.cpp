@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <thread>
 
 #include "harness/error.h"
 
@@ -23,19 +22,23 @@ constexpr const char* kNames[] = {"aten", "avx2", "avx512bf16", "amx"};
 
 std::string read_cpu_model() {
   std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
+  for (std::string line; std::getline(in, line);) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    auto trim = [](std::string t) {
+      t.erase(0, t.find_first_not_of(" \t"));
+      t.erase(t.find_last_not_of(" \t") + 1);
+      return t;
+    };
+    const std::string key = trim(line.substr(0, colon));
+    if (key == "model name" || key == "Hardware" || key == "cpu model") return trim(line.substr(colon + 1));
+  }
   return "unknown";
 }
 
 CpuInfo detect() {
   CpuInfo c;
   c.model = read_cpu_model();
-  c.logical_cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 #if defined(EARS_KERNELS_X86)
   __builtin_cpu_init();
   c.avx2 = __builtin_cpu_supports("avx2");

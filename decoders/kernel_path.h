@@ -27,12 +27,11 @@ const char* path_name(Path p);
 Path parse_path(const std::string& name, const std::string& origin);
 
 struct CpuInfo {
-  std::string model;  // /proc/cpuinfo "model name" ("unknown" elsewhere)
+  std::string model;  // /proc/cpuinfo "model name" (or "Hardware" / "cpu model"), "unknown" elsewhere
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512bf16 = false;
   bool amx_tile = false, amx_bf16 = false;  // CPUID bits; amx_granted says whether the OS lets us use them
   bool amx_granted = false;
-  int logical_cpus = 0;
   // The instruction-set features above that are present, space-separated ("avx2 fma f16c ...").
   std::string isa() const;
 };

@@ -21,6 +21,7 @@
 #include "datasets/dataset.h"
 #include "datasets/scoring.h"
 #include "decoders/engine.h"
+#include "decoders/kernel_path.h"
 #include "decoders/runtime.h"
 #include "decoders/tokenizer.h"
 #include "harness/config.h"
@@ -186,17 +187,6 @@ std::string host_name() {
   char buf[256] = {};
   if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
   return buf;
-}
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    const auto colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    const std::string key = trim(line.substr(0, colon));
-    if (key == "model name" || key == "Hardware" || key == "cpu model") return trim(line.substr(colon + 1));
-  }
-  return "unknown";
 }
 
 std::string command_line() {
@@ -645,7 +635,7 @@ int run_experiment(const RunOptions& o) {
                 {"threads", threads},
                 {"git_commit", git_commit()},
                 {"hostname", host_name()},
-                {"cpu_model", cpu_model()},
+                {"cpu_model", kernels::cpu_info().model},
                 {"ears_bench_version", kVersion},
                 {"command_line", command_line()},
                 {"started_at", now_iso()}});
