@@ -365,9 +365,9 @@ EARS_AVX512_BF16 void vnni_block(const uint16_t* x, int64_t ldx, const uint16_t*
   for (int m = 0; m < MB; ++m) acc[m][0] = acc[m][1] = _mm512_setzero_ps();
   for (int64_t kc = 0; kc < kchunks; ++kc) {
     const uint16_t* wk = wb + kc * 1024;
-    if (prefetch)
+    if (prefetch)  // every line 16 KiB ahead into L2 (see kPrefetchChunks in cpu_avx2.cpp)
       for (int line = 0; line < 1024; line += 32)
-        _mm_prefetch(reinterpret_cast<const char*>(wk + 2048 + line), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(wk + 8 * 1024 + line), _MM_HINT_T1);
     for (int p = 0; p < 16; ++p) {
       const __m512bh w0 = load32(wk + p * 32), w1 = load32(wk + 512 + p * 32);
       for (int m = 0; m < MB; ++m) {
@@ -384,33 +384,6 @@ EARS_AVX512_BF16 void vnni_block(const uint16_t* x, int64_t ldx, const uint16_t*
     _mm512_storeu_ps(out + m * 32 + 16, acc[m][1]);
   }
 }
-// Decode (one row): NB consecutive 32-row blocks at once, 2 * NB independent vdpbf16ps chains
-// (one block alone is latency-bound). Each output sees the same sequence as in vnni_block.
-template <int NB>
-EARS_AVX512_BF16 void vnni_row_blocks(const uint16_t* x, const uint16_t* wb, int64_t kchunks, float* out) {
-  __m512 acc[NB][2];
-  for (int b = 0; b < NB; ++b) acc[b][0] = acc[b][1] = _mm512_setzero_ps();
-  const int64_t block = kchunks * 1024;
-  for (int64_t kc = 0; kc < kchunks; ++kc) {
-    for (int b = 0; b < NB; ++b)
-      for (int line = 0; line < 1024; line += 32)
-        _mm_prefetch(reinterpret_cast<const char*>(wb + b * block + (kc + 2) * 1024 + line), _MM_HINT_T0);
-    for (int p = 0; p < 16; ++p) {
-      int32_t pair;
-      std::memcpy(&pair, x + kc * 32 + 2 * p, sizeof pair);
-      const __m512bh xb = (__m512bh)_mm512_set1_epi32(pair);
-      for (int b = 0; b < NB; ++b) {
-        const uint16_t* wk = wb + b * block + kc * 1024;
-        acc[b][0] = _mm512_dpbf16_ps(acc[b][0], xb, load32(wk + p * 32));
-        acc[b][1] = _mm512_dpbf16_ps(acc[b][1], xb, load32(wk + 512 + p * 32));
-      }
-    }
-  }
-  for (int b = 0; b < NB; ++b) {
-    _mm512_storeu_ps(out + b * 32, acc[b][0]);
-    _mm512_storeu_ps(out + b * 32 + 16, acc[b][1]);
-  }
-}
 }  // namespace
 
 EARS_AVX512_BF16 void vnni_gemm(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* packed, int64_t N,
@@ -425,14 +398,7 @@ EARS_AVX512_BF16 void vnni_gemm(const uint16_t* x, int64_t ldx, int64_t M, const
     ldx = Kp;
   }
   alignas(64) float c[8 * 32];
-  int64_t nb = nb0;
-  if (M == 1)
-    for (; nb + 4 <= nb1; nb += 4) {
-      vnni_row_blocks<4>(x, packed + nb * kchunks * 1024, kchunks, c);
-      for (int b = 0; b < 4; ++b)
-        store_rows(c + b * 32, 1, (nb + b) * 32, std::min<int64_t>(32, N - (nb + b) * 32), bias, y, ldy);
-    }
-  for (; nb < nb1; ++nb) {
+  for (int64_t nb = nb0; nb < nb1; ++nb) {
     const uint16_t* wb = packed + nb * kchunks * 1024;
     for (int64_t m0 = 0; m0 < M; m0 += 8) {
       const uint16_t* xm = x + m0 * ldx;

@@ -19,7 +19,7 @@ namespace ears {
 c10::Device parse_device(const std::string& name, const std::string& what = "device");
 
 // Sets LibTorch's intra-op thread count: resolve_threads(requested, what) (decoders/threads.h:
-// 0 = all logical CPUs; outside [0, 4 x logical CPUs] an ears::Error naming `what`). Returns the
+// 0 = auto: the idle logical CPUs; outside [0, 4 x logical CPUs] an ears::Error naming `what`). Returns the
 // count in effect.
 int set_threads(int requested, const std::string& what = "--threads");
 

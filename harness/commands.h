@@ -12,15 +12,17 @@ namespace CLI { class App; }
 namespace ears {
 
 struct CommonOptions {
-  int threads = 0;       // 0 = all logical CPUs (decoders/threads.h)
+  int threads = 0;       // 0 = auto: the idle logical CPUs (decoders/threads.h)
   bool json = false;
 };
 
 // The --threads help text every command shows (the rule: decoders/threads.h; the wait policy:
 // harness/main.cpp).
 inline std::string threads_help(const std::string& default_text = "0") {
-  return fmt::format("LibTorch intra-op threads, 0 to {} (4 x the logical CPUs); default {}; 0 = auto: all {} logical "
-                     "CPUs. Idle OpenMP workers sleep (OMP_WAIT_POLICY=PASSIVE) unless OMP_WAIT_POLICY is set",
+  return fmt::format("LibTorch intra-op threads, 0 to {} (4 x the logical CPUs); default {}; 0 = auto: those of the {} "
+                     "logical CPUs that other processes leave idle at start-up (sampled for 50 ms). Idle OpenMP "
+                     "workers spin ~10 us, then sleep (GOMP_SPINCOUNT=1000), unless OMP_WAIT_POLICY or "
+                     "GOMP_SPINCOUNT is set",
                      max_threads(), default_text, logical_cpus());
 }
 

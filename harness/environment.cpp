@@ -2,6 +2,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
@@ -21,50 +22,59 @@ using json = nlohmann::json;
 
 namespace {
 
-bool wait_policy_unset(char** envp) {
+bool wait_unset(char** envp) {
   for (char** e = envp; e != nullptr && *e != nullptr; ++e)
-    if (std::strncmp(*e, "OMP_WAIT_POLICY=", 16) == 0 || std::strncmp(*e, "EARS_BENCH_PASSIVE_WAIT=", 24) == 0) return false;
+    if (std::strncmp(*e, "OMP_WAIT_POLICY=", 16) == 0 || std::strncmp(*e, "GOMP_SPINCOUNT=", 15) == 0 ||
+        std::strncmp(*e, "EARS_BENCH_OMP_WAIT=", 20) == 0)
+      return false;
   return true;
 }
+
+bool user_set_wait() { return std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr; }
 
 }  // namespace
 
 // Runs before the C++ runtime and libc's initialiser: no allocation, no setenv, C calls only.
-void passive_wait_preinit(int, char** argv, char** envp) {
-  static_assert(std::string_view(kPassiveWaitMarker) == "EARS_BENCH_PASSIVE_WAIT");
-  if (envp == nullptr || !wait_policy_unset(envp)) return;
+void omp_wait_preinit(int, char** argv, char** envp) {
+  static_assert(std::string_view(kOmpWaitMarker) == "EARS_BENCH_OMP_WAIT");
+  static_assert(std::string_view(kSpinCount) == "1000");
+  if (envp == nullptr || !wait_unset(envp)) return;
   std::size_t n = 0;
   while (envp[n] != nullptr) ++n;
   if (n > 4096) return;  // main()'s fallback handles it
   static char* env[4096 + 3];
   std::memcpy(env, envp, n * sizeof(char*));
-  static char policy[] = "OMP_WAIT_POLICY=PASSIVE", marker[] = "EARS_BENCH_PASSIVE_WAIT=1";
-  env[n] = policy;
+  static char spin[] = "GOMP_SPINCOUNT=1000", marker[] = "EARS_BENCH_OMP_WAIT=1";
+  env[n] = spin;
   env[n + 1] = marker;
   env[n + 2] = nullptr;
   ::execve("/proc/self/exe", argv, env);  // on failure main() tries again, then runs on
 }
 
-void default_to_passive_wait(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv(kPassiveWaitMarker) != nullptr) return;
-  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-  ::setenv(kPassiveWaitMarker, "1", 1);  // stops a loop, should OMP_WAIT_POLICY get lost
+void default_omp_wait(char** argv) {
+  if (user_set_wait() || std::getenv(kOmpWaitMarker) != nullptr) return;
+  ::setenv("GOMP_SPINCOUNT", kSpinCount, 1);
+  ::setenv(kOmpWaitMarker, "1", 1);  // stops a loop, should GOMP_SPINCOUNT get lost
   ::execv("/proc/self/exe", argv);
   // No /proc (or exec refused): run on with libgomp's default, and say so.
-  ::unsetenv("OMP_WAIT_POLICY");
-  ::setenv(kPassiveWaitMarker, "exec-failed", 1);
+  ::unsetenv("GOMP_SPINCOUNT");
+  ::setenv(kOmpWaitMarker, "exec-failed", 1);
 }
 
 std::string omp_wait_policy() {
   const char* policy = std::getenv("OMP_WAIT_POLICY");
-  const char* marker = std::getenv(kPassiveWaitMarker);
-  if (policy != nullptr) {
-    const bool ours = marker != nullptr && std::string(marker) == "1" && std::string(policy) == "PASSIVE";
-    return std::string(policy) + (ours ? " (ears-bench default)" : " (OMP_WAIT_POLICY)");
-  }
+  const char* spin = std::getenv("GOMP_SPINCOUNT");
+  const char* marker = std::getenv(kOmpWaitMarker);
+  const bool ours = marker != nullptr && std::string(marker) == "1" && policy == nullptr && spin != nullptr &&
+                    std::string(spin) == kSpinCount;
+  if (ours) return fmt::format("spin {} then sleep (ears-bench default: GOMP_SPINCOUNT={})", kSpinCount, kSpinCount);
+  std::string user;
+  if (policy != nullptr) user = fmt::format("OMP_WAIT_POLICY={}", policy);
+  if (spin != nullptr) user += fmt::format("{}GOMP_SPINCOUNT={}", user.empty() ? "" : " ", spin);
+  if (!user.empty()) return user + " (set by the user)";
   if (marker != nullptr && std::string(marker) == "exec-failed")
-    return "unset: libgomp default (spin, then sleep); the re-exec with PASSIVE failed";
-  return "unset: libgomp default (spin, then sleep)";
+    return "unset: libgomp default (spin 300000, then sleep); the re-exec with GOMP_SPINCOUNT failed";
+  return "unset: libgomp default (spin 300000, then sleep)";
 }
 
 double load_average_1m() {

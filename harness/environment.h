@@ -11,26 +11,34 @@ namespace ears {
 
 class CausalLM;
 
-// Set to "1" when ears-bench itself set OMP_WAIT_POLICY=PASSIVE; "exec-failed" when the
-// fallback re-exec failed (the process then runs with libgomp's default wait policy).
-inline constexpr const char* kPassiveWaitMarker = "EARS_BENCH_PASSIVE_WAIT";
+// Set to "1" when ears-bench itself set GOMP_SPINCOUNT; "exec-failed" when the fallback re-exec
+// failed (the process then runs with libgomp's default).
+inline constexpr const char* kOmpWaitMarker = "EARS_BENCH_OMP_WAIT";
+// ears-bench's default GOMP_SPINCOUNT: idle OpenMP workers spin ~10 us (libgomp counts ~100000
+// spins per ms), then sleep. Decode forks ~100 parallel regions per token, a few to a few hundred
+// microseconds apart. Measured (Zen 4, 2 vCPUs, 100M bf16 Qwen3, avx2 path, 1-token decode):
+//   spin count        quiet     one core busy (`yes`)
+//   0 (PASSIVE)       10.1 ms   11.3 ms   (every fork waits for a sleeping worker to wake)
+//   1000              8.2 ms    14.5 ms
+//   10000             8.6 ms    35.8 ms
+//   300000 (default)  8.6 ms    ~80 ms    (workers spin through the busy core's time slices)
+inline constexpr const char* kSpinCount = "1000";
 
-// libgomp reads OMP_WAIT_POLICY once, in its constructor, before main(); with it unset, idle
-// OpenMP workers spin (GOMP_SPINCOUNT 300000) and on a shared machine burn the CPUs the busy
-// threads need. Passive waiting (spin count 0) is ears-bench's default; a user's OMP_WAIT_POLICY
-// is kept. When OMP_WAIT_POLICY and the marker are unset, the process re-executes itself
-// (/proc/self/exe, same argv) once with OMP_WAIT_POLICY=PASSIVE and the marker added:
-//   passive_wait_preinit()    from the executable's ELF .preinit_array, which the dynamic loader
-//                             runs before any shared library's constructor, so the first image
-//                             never runs LibTorch's static initialisers. (setenv() there does not
-//                             work: libc's own initialiser, which runs after, resets environ.)
-//   default_to_passive_wait() first thing in main(): the same when the preinit hook did not run.
+// libgomp reads OMP_WAIT_POLICY / GOMP_SPINCOUNT once, in its constructor, before main(). A
+// user's OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept. When both and the marker are unset, the
+// process re-executes itself (/proc/self/exe, same argv) once with GOMP_SPINCOUNT=kSpinCount and
+// the marker added:
+//   omp_wait_preinit()   from the executable's ELF .preinit_array, which the dynamic loader runs
+//                        before any shared library's constructor, so the first image never runs
+//                        LibTorch's static initialisers. (setenv() there does not work: libc's
+//                        own initialiser, which runs after, resets environ.)
+//   default_omp_wait()   first thing in main(): the same when the preinit hook did not run.
 // Both return only when nothing is to be done or the exec failed (the marker then says so).
-void passive_wait_preinit(int argc, char** argv, char** envp);
-void default_to_passive_wait(char** argv);
+void omp_wait_preinit(int argc, char** argv, char** envp);
+void default_omp_wait(char** argv);
 
-// "PASSIVE (ears-bench default)", "ACTIVE (OMP_WAIT_POLICY)", or "unset: libgomp default (spin,
-// then sleep)".
+// "spin 1000 then sleep (ears-bench default: GOMP_SPINCOUNT=1000)", "OMP_WAIT_POLICY=ACTIVE (set
+// by the user)", or "unset: libgomp default (spin 300000, then sleep)".
 std::string omp_wait_policy();
 
 // 1-minute load average from /proc/loadavg (-1 when unreadable).

@@ -17,17 +17,17 @@ std::string first_line(const std::string& s) { return s.substr(0, s.find('\n'));
 
 }  // namespace
 
-// Idle OpenMP workers sleep instead of spinning unless OMP_WAIT_POLICY says otherwise: a
-// one-time re-exec with OMP_WAIT_POLICY=PASSIVE (harness/environment.h), from the ELF preinit
-// hook, before any library's constructor. Cost, `ears-bench --version` (2-vCPU VM, load ~4, 41
-// runs each): 0.80 s min / 0.97 s median with OMP_WAIT_POLICY set (no re-exec), 1.02 / 1.29 s
+// Idle OpenMP workers spin briefly, then sleep, unless OMP_WAIT_POLICY / GOMP_SPINCOUNT say
+// otherwise: a one-time re-exec with GOMP_SPINCOUNT set (harness/environment.h), from the ELF
+// preinit hook, before any library's constructor. Cost, `ears-bench --version` (2-vCPU VM, load
+// ~4, 41 runs each): 0.80 s min / 0.97 s median with the variable set (no re-exec), 1.02 / 1.29 s
 // without: +0.2-0.3 s, the dynamic loading of LibTorch's ~290 libraries done twice. (Re-executing
 // from main() instead, after LibTorch's static initialisers, cost +0.4-0.47 s.)
-__attribute__((section(".preinit_array"), used)) static void (*const kPassiveWaitPreinit)(int, char**, char**) =
-    ears::passive_wait_preinit;
+__attribute__((section(".preinit_array"), used)) static void (*const kOmpWaitPreinit)(int, char**, char**) =
+    ears::omp_wait_preinit;
 
 int main(int argc, char** argv) {
-  ears::default_to_passive_wait(argv);  // only when the preinit hook above did not run
+  ears::default_omp_wait(argv);  // only when the preinit hook above did not run
   CLI::App app{"ears-bench — evaluate speculative decoding verifiers (baseline, EARS, ...) on real models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "ears-bench 0.1");

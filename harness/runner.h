@@ -51,7 +51,7 @@ struct RunOptions {
   std::string resume_dir;              // --resume DIR
   std::string shard;                   // --shard i/N ("" = all requests)
   int64_t limit = 0;                   // --limit N (0 = the config's dataset.limit)
-  std::optional<int> threads;          // --threads N (unset: the config's run.threads; 0 = all logical CPUs)
+  std::optional<int> threads;          // --threads N (unset: the config's run.threads; 0 = auto, decoders/threads.h)
   bool quiet = false;                  // --quiet: no progress, no report table
 };
 

@@ -267,17 +267,23 @@ TEST(Cli, EnvJsonHasTheFacts) {
     EXPECT_TRUE(j.contains(k)) << k << " in " << r.out;
   EXPECT_EQ(j["threads"], 1);
   EXPECT_GE(j["logical_cpus"].get<int>(), 1);
-  // The test runs the executable without OMP_WAIT_POLICY unless the caller set it: then main()
-  // re-executed itself with PASSIVE.
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr)
-    EXPECT_EQ(j["omp_wait_policy"], "PASSIVE (ears-bench default)") << r.out;
-  // A policy the user sets is kept (the child inherits this process's environment).
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+  // The test runs the executable without OMP_WAIT_POLICY / GOMP_SPINCOUNT unless the caller set
+  // them: then main() re-executed itself with GOMP_SPINCOUNT=1000.
+  const bool user_wait = std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr;
+  if (!user_wait)
+    EXPECT_EQ(j["omp_wait_policy"], "spin 1000 then sleep (ears-bench default: GOMP_SPINCOUNT=1000)") << r.out;
+  // A policy or spin count the user sets is kept (the child inherits this process's environment).
+  if (!user_wait) {
     ::setenv("OMP_WAIT_POLICY", "ACTIVE", 1);
     const auto active = run_ears("env --json");
     ::unsetenv("OMP_WAIT_POLICY");
     ASSERT_EQ(active.exit_code, 0) << active.err;
-    EXPECT_EQ(json::parse(active.out)["omp_wait_policy"], "ACTIVE (OMP_WAIT_POLICY)") << active.out;
+    EXPECT_EQ(json::parse(active.out)["omp_wait_policy"], "OMP_WAIT_POLICY=ACTIVE (set by the user)") << active.out;
+    ::setenv("GOMP_SPINCOUNT", "0", 1);
+    const auto passive = run_ears("env --json");
+    ::unsetenv("GOMP_SPINCOUNT");
+    ASSERT_EQ(passive.exit_code, 0) << passive.err;
+    EXPECT_EQ(json::parse(passive.out)["omp_wait_policy"], "GOMP_SPINCOUNT=0 (set by the user)") << passive.out;
   }
   // Plain text: one "key: value" per line.
   const auto text = run_ears("env");
