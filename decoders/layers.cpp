@@ -216,11 +216,13 @@ at::Tensor LinearWeight::dense() const {
 
 namespace {
 // Splits blocks of `block_rows` weight rows over LibTorch's threads, at least ~256 KiB of weights
-// per thread (forking for less costs more than it saves: the bundled tiny models' linears are
-// 128-512 KiB).
+// per thread for one row of x, less for more rows (the work grows with the rows: a 6-row verify
+// of the bundled tiny models' 128-768 KiB linears is compute, not a weight stream). Forking for
+// less costs more than it saves.
 template <class F>
-void for_weight_blocks(int64_t N, int64_t K, int64_t block_rows, int64_t elem_bytes, const F& f) {
-  const int64_t grain = std::max<int64_t>(1, (int64_t{256} << 10) / (block_rows * elem_bytes * K));
+void for_weight_blocks(int64_t N, int64_t K, int64_t rows, int64_t block_rows, int64_t elem_bytes, const F& f) {
+  const int64_t work = block_rows * elem_bytes * K * std::min<int64_t>(rows, 8);
+  const int64_t grain = std::max<int64_t>(1, (int64_t{256} << 10) / work);
   at::parallel_for(0, (N + block_rows - 1) / block_rows, grain, f);
 }
 }  // namespace
@@ -247,14 +249,14 @@ at::Tensor linear(const at::Tensor& x, const LinearWeight& lw) {
     const float* wb = lw.packed.data_ptr<float>();
     const float* bb = lw.bias.defined() ? lw.bias.data_ptr<float>() : nullptr;
     float* yb = y.data_ptr<float>();
-    for_weight_blocks(N, in, 16, 4, [&](int64_t p0, int64_t p1) { cpu_avx2::gemm_f32(xb, in, rows, wb, N, in, bb, yb, N, p0, p1); });
+    for_weight_blocks(N, in, rows, 16, 4, [&](int64_t p0, int64_t p1) { cpu_avx2::gemm_f32(xb, in, rows, wb, N, in, bb, yb, N, p0, p1); });
   } else {
     const uint16_t* xb = bits(x2);
     const uint16_t* wb = bits(lw.packed);
     const uint16_t* bb = lw.bias.defined() ? bits(lw.bias) : nullptr;
     uint16_t* yb = bits_mut(y);
     const auto gemm = bf16_kernels()->packed_gemm;
-    for_weight_blocks(N, in, 32, 2, [&](int64_t nb0, int64_t nb1) { gemm(xb, in, rows, wb, N, in, bb, yb, N, nb0, nb1); });
+    for_weight_blocks(N, in, rows, 32, 2, [&](int64_t nb0, int64_t nb1) { gemm(xb, in, rows, wb, N, in, bb, yb, N, nb0, nb1); });
   }
   return y.view(out_sizes);
 }
