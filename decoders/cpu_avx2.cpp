@@ -350,38 +350,93 @@ EARS_AVX2 void rope_impl(const typename E::T* x, int64_t outer, int64_t outer_st
   }
 }
 
+// q . k_j for 4 keys at once (4 independent FMA chains; each key's sum is the same sequence as
+// dot_rows': chunks in order, then hsum).
+template <class E>
+EARS_AVX2 void dot4(const typename E::T* q, const typename E::T* k, int64_t ldk, int64_t hd, float* out) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t d = 0; d < hd; d += 8) {
+    const int64_t left = hd - d;
+    const __m256 qv = E::load(q + d, left);
+    a0 = _mm256_fmadd_ps(qv, E::load(k + d, left), a0);
+    a1 = _mm256_fmadd_ps(qv, E::load(k + ldk + d, left), a1);
+    a2 = _mm256_fmadd_ps(qv, E::load(k + 2 * ldk + d, left), a2);
+    a3 = _mm256_fmadd_ps(qv, E::load(k + 3 * ldk + d, left), a3);
+  }
+  out[0] = hsum(a0);
+  out[1] = hsum(a1);
+  out[2] = hsum(a2);
+  out[3] = hsum(a3);
+}
+
+// sum_j p_j v_j over lanes [c0 * 8, c0 * 8 + 8 * NC) of the head: NC accumulators in registers
+// (a runtime-sized array of them lived in memory: a store-to-load chain per FMA).
+template <class E, int NC>
+EARS_AVX2 void weighted_values(const float* p, const typename E::T* v, int64_t ldv, int64_t n_keys, int64_t hd,
+                               int64_t c0, typename E::T* out) {
+  __m256 acc[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n_keys; ++j) {
+    const __m256 pj = _mm256_set1_ps(p[j]);
+    const typename E::T* vj = v + j * ldv + c0 * 8;
+    for (int c = 0; c < NC; ++c) acc[c] = _mm256_fmadd_ps(pj, E::load(vj + c * 8, hd - (c0 + c) * 8), acc[c]);
+  }
+  for (int c = 0; c < NC; ++c) E::store(out + (c0 + c) * 8, acc[c], hd - (c0 + c) * 8);
+}
+
 template <class E>
 EARS_AVX2 void attend_impl(const typename E::T* q, const typename E::T* k, int64_t ldk, const typename E::T* v,
                            int64_t ldv, int64_t n_keys, int64_t hd, float scale, float* scratch, typename E::T* out) {
   // Scores: round(q . k_j), times the scale and rounded again (HF: matmul, then * scaling).
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < n_keys; ++j) {
-    const float s = E::round(E::round(dot_rows<E>(q, k + j * ldk, hd)) * scale);
-    scratch[j] = s;
-    mx = s > mx ? s : mx;
-  }
-  // exp(s - max) and its sum, 8 keys at a time (the tail padded with -inf: exp gives 0).
-  __m256 vsum = _mm256_setzero_ps();
-  for (int64_t j = 0; j < n_keys; j += 8) {
+  int64_t j = 0;
+  for (; j + 4 <= n_keys; j += 4) dot4<E>(q, k + j * ldk, ldk, hd, scratch + j);
+  for (; j < n_keys; ++j) scratch[j] = dot_rows<E>(q, k + j * ldk, hd);
+  // Scaled, rounded scores, their max, exp(s - max), its sum and the rounded probabilities, 8
+  // keys at a time (the scalar tail padded with -inf: exp gives 0); the same roundings per key
+  // as the scalar formula.
+  const int64_t full = n_keys / 8 * 8;
+  auto tail = [&](float* buf) {
+    for (int l = 0; l < 8; ++l) buf[l] = full + l < n_keys ? scratch[full + l] : -std::numeric_limits<float>::infinity();
+  };
+  const __m256 vscale = _mm256_set1_ps(scale);
+  __m256 vmax = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  for (j = 0; j < n_keys; j += 8) {
+    float* sj = scratch + j;
     alignas(32) float buf[8];
-    for (int l = 0; l < 8; ++l) buf[l] = j + l < n_keys ? scratch[j + l] - mx : -std::numeric_limits<float>::infinity();
-    const __m256 e = exp_ps(_mm256_load_ps(buf));
-    _mm256_store_ps(buf, e);
-    for (int64_t l = 0; l < 8 && j + l < n_keys; ++l) scratch[j + l] = buf[l];
+    if (j == full) {
+      tail(buf);
+      sj = buf;
+    }
+    const __m256 sc = E::round(_mm256_mul_ps(E::round(_mm256_loadu_ps(sj)), vscale));
+    _mm256_storeu_ps(sj, sc);
+    if (j == full) std::memcpy(scratch + j, buf, static_cast<size_t>(n_keys - j) * sizeof(float));
+    vmax = _mm256_max_ps(vmax, sc);
+  }
+  const __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+  const __m128 m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  const __m256 mx = _mm256_set1_ps(_mm_cvtss_f32(_mm_max_ss(m2, _mm_shuffle_ps(m2, m2, 1))));
+  __m256 vsum = _mm256_setzero_ps();
+  for (j = 0; j < n_keys; j += 8) {
+    alignas(32) float buf[8];
+    float* sj = scratch + j;
+    if (j == full) {
+      tail(buf);
+      sj = buf;
+    }
+    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sj), mx));
+    _mm256_storeu_ps(sj, e);
+    if (j == full) std::memcpy(scratch + j, buf, static_cast<size_t>(n_keys - j) * sizeof(float));
     vsum = _mm256_add_ps(vsum, e);
   }
-  const float sum = hsum(vsum);
-  // Probabilities (rounded like the activations), then sum_j p_j v_j in fp32, 8 lanes at a time.
-  constexpr int64_t kMaxChunks = 64;  // head_dim <= 512
-  __m256 acc[kMaxChunks];
+  const __m256 sum = _mm256_set1_ps(hsum(vsum));
+  for (j = 0; j < full; j += 8) _mm256_storeu_ps(scratch + j, E::round(_mm256_div_ps(_mm256_loadu_ps(scratch + j), sum)));
+  for (j = full; j < n_keys; ++j) scratch[j] = E::round(scratch[j] / _mm256_cvtss_f32(sum));
+  // sum_j p_j v_j in fp32, 8 lanes at a time.
   const int64_t chunks = (hd + 7) / 8;
-  for (int64_t c = 0; c < chunks; ++c) acc[c] = _mm256_setzero_ps();
-  for (int64_t jj = 0; jj < n_keys; ++jj) {
-    const __m256 p = _mm256_set1_ps(E::round(scratch[jj] / sum));
-    const typename E::T* vj = v + jj * ldv;
-    for (int64_t c = 0; c < chunks; ++c) acc[c] = _mm256_fmadd_ps(p, E::load(vj + c * 8, hd - c * 8), acc[c]);
-  }
-  for (int64_t c = 0; c < chunks; ++c) E::store(out + c * 8, acc[c], hd - c * 8);
+  int64_t c0 = 0;
+  for (; c0 + 8 <= chunks; c0 += 8) weighted_values<E, 8>(scratch, v, ldv, n_keys, hd, c0, out);
+  for (; c0 + 4 <= chunks; c0 += 4) weighted_values<E, 4>(scratch, v, ldv, n_keys, hd, c0, out);
+  for (; c0 < chunks; ++c0) weighted_values<E, 1>(scratch, v, ldv, n_keys, hd, c0, out);
 }
 
 }  // namespace

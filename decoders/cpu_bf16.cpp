@@ -149,48 +149,110 @@ EARS_AVX512_BF16 void gemm_nt(const uint16_t* x, int64_t ldx, int64_t M, const u
   for (; n < n1; ++n) tile_rows<1>(x, ldx, M, w, ldw, K, bias, y, ldy, n);
 }
 
+namespace {
+// v rounded to bf16 (nearest even, denormals kept: to_bf16's integer rounding, not
+// vcvtneps2bf16, which flushes them) and widened back to fp32; NaN stays NaN.
+EARS_AVX512_BF16 inline __m512 round_bf16_rne(__m512 v) {
+  const __m512i b = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
+  const __m512i r = _mm512_and_si512(_mm512_add_epi32(b, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))),
+                                     _mm512_set1_epi32(static_cast<int>(0xffff0000u)));
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  return _mm512_mask_blend_ps(nan, _mm512_castsi512_ps(r), _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN()));
+}
+
+// bf16(q . k_j) for 4 keys at once: 4 independent vdpbf16ps chains, each key's the same sequence
+// as dot()'s.
+EARS_AVX512_BF16 void dot4(const uint16_t* q, const uint16_t* k, int64_t ldk, int64_t hd, float* out) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t d = 0;
+  for (; d + 32 <= hd; d += 32) {
+    const __m512bh qv = load32(q + d);
+    a0 = _mm512_dpbf16_ps(a0, qv, load32(k + d));
+    a1 = _mm512_dpbf16_ps(a1, qv, load32(k + ldk + d));
+    a2 = _mm512_dpbf16_ps(a2, qv, load32(k + 2 * ldk + d));
+    a3 = _mm512_dpbf16_ps(a3, qv, load32(k + 3 * ldk + d));
+  }
+  if (d < hd) {
+    const __mmask32 m = static_cast<__mmask32>((uint64_t{1} << (hd - d)) - 1);
+    const __m512bh qv = load32_tail(q + d, m);
+    a0 = _mm512_dpbf16_ps(a0, qv, load32_tail(k + d, m));
+    a1 = _mm512_dpbf16_ps(a1, qv, load32_tail(k + ldk + d, m));
+    a2 = _mm512_dpbf16_ps(a2, qv, load32_tail(k + 2 * ldk + d, m));
+    a3 = _mm512_dpbf16_ps(a3, qv, load32_tail(k + 3 * ldk + d, m));
+  }
+  out[0] = _mm512_reduce_add_ps(a0);
+  out[1] = _mm512_reduce_add_ps(a1);
+  out[2] = _mm512_reduce_add_ps(a2);
+  out[3] = _mm512_reduce_add_ps(a3);
+}
+
+// sum_j p_j v_j over lanes [c0 * 16, c0 * 16 + 16 * NC), NC accumulators in registers (a
+// runtime-sized array of them lived in memory: a store-to-load chain per FMA), rounded to bf16.
+template <int NC>
+EARS_AVX512_BF16 void weighted_values(const float* p, const uint16_t* v, int64_t ldv, int64_t n_keys, int64_t hd,
+                                      int64_t c0, uint16_t* out) {
+  __m512 acc[NC];
+  __mmask16 mask[NC];
+  for (int c = 0; c < NC; ++c) {
+    acc[c] = _mm512_setzero_ps();
+    const int64_t left = hd - (c0 + c) * 16;
+    mask[c] = left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1);
+  }
+  for (int64_t j = 0; j < n_keys; ++j) {
+    const __m512 pj = _mm512_set1_ps(p[j]);
+    const uint16_t* vj = v + j * ldv + c0 * 16;
+    for (int c = 0; c < NC; ++c) acc[c] = _mm512_fmadd_ps(pj, load16_f32(vj + c * 16, mask[c]), acc[c]);
+  }
+  alignas(64) float tmp[16];
+  for (int c = 0; c < NC; ++c) {
+    _mm512_store_ps(tmp, acc[c]);
+    const int64_t left = std::min<int64_t>(16, hd - (c0 + c) * 16);
+    for (int64_t l = 0; l < left; ++l) out[(c0 + c) * 16 + l] = to_bf16(tmp[l]);
+  }
+}
+}  // namespace
+
 EARS_AVX512_BF16 void attend_row(const uint16_t* q, const uint16_t* k, int64_t ldk, const uint16_t* v,
                                  int64_t ldv, int64_t n_keys, int64_t hd, float scale, float* scratch,
                                  uint16_t* out) {
   // Scores: bf16(q . k_j), then times the scale in fp32 and rounded again (HF: matmul in bf16,
   // then `* scaling` on the bf16 tensor).
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < n_keys; ++j) {
-    const float s = from_bf16(to_bf16(from_bf16(to_bf16(dot(q, k + j * ldk, hd))) * scale));
-    scratch[j] = s;
-    mx = s > mx ? s : mx;
+  int64_t j = 0;
+  for (; j + 4 <= n_keys; j += 4) dot4(q, k + j * ldk, ldk, hd, scratch + j);
+  for (; j < n_keys; ++j) scratch[j] = dot(q, k + j * ldk, hd);
+  // Rounded, scaled, rounded again; their max (16 keys at a time, the same roundings per key).
+  const __m512 vscale = _mm512_set1_ps(scale);
+  __m512 vmax = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  auto mask_at = [&](int64_t j0) {
+    return n_keys - j0 >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n_keys - j0)) - 1);
+  };
+  for (j = 0; j < n_keys; j += 16) {
+    const __mmask16 m = mask_at(j);
+    const __m512 s = round_bf16_rne(_mm512_mul_ps(round_bf16_rne(_mm512_maskz_loadu_ps(m, scratch + j)), vscale));
+    _mm512_mask_storeu_ps(scratch + j, m, s);
+    vmax = _mm512_mask_max_ps(vmax, m, vmax, s);
   }
   // exp(s - max) and its sum, 16 keys at a time.
-  const __m512 vmx = _mm512_set1_ps(mx);
+  const __m512 vmx = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
   __m512 vsum = _mm512_setzero_ps();
-  for (int64_t j = 0; j < n_keys; j += 16) {
-    const __mmask16 m = n_keys - j >= 16 ? static_cast<__mmask16>(0xffff)
-                                         : static_cast<__mmask16>((1u << (n_keys - j)) - 1);
+  for (j = 0; j < n_keys; j += 16) {
+    const __mmask16 m = mask_at(j);
     const __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scratch + j), vmx));
     _mm512_mask_storeu_ps(scratch + j, m, e);
     vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(m, e));
   }
-  const float sum = _mm512_reduce_add_ps(vsum);
   // Probabilities in fp32, rounded to bf16, then sum_j p_j v_j in fp32 (16 lanes at a time).
-  constexpr int64_t kMaxChunks = 32;  // head_dim <= 512
-  __m512 acc[kMaxChunks];
+  const __m512 sum = _mm512_set1_ps(_mm512_reduce_add_ps(vsum));
+  for (j = 0; j < n_keys; j += 16) {
+    const __mmask16 m = mask_at(j);
+    _mm512_mask_storeu_ps(scratch + j, m, round_bf16_rne(_mm512_div_ps(_mm512_maskz_loadu_ps(m, scratch + j), sum)));
+  }
   const int64_t chunks = (hd + 15) / 16;
-  for (int64_t c = 0; c < chunks; ++c) acc[c] = _mm512_setzero_ps();
-  for (int64_t j = 0; j < n_keys; ++j) {
-    const __m512 p = _mm512_set1_ps(from_bf16(to_bf16(scratch[j] / sum)));
-    const uint16_t* vj = v + j * ldv;
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t left = hd - c * 16;
-      const __mmask16 m = left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1);
-      acc[c] = _mm512_fmadd_ps(p, load16_f32(vj + c * 16, m), acc[c]);
-    }
-  }
-  alignas(64) float tmp[16];
-  for (int64_t c = 0; c < chunks; ++c) {
-    _mm512_store_ps(tmp, acc[c]);
-    const int64_t left = hd - c * 16 < 16 ? hd - c * 16 : 16;
-    for (int64_t l = 0; l < left; ++l) out[c * 16 + l] = to_bf16(tmp[l]);
-  }
+  int64_t c0 = 0;
+  for (; c0 + 8 <= chunks; c0 += 8) weighted_values<8>(scratch, v, ldv, n_keys, hd, c0, out);
+  for (; c0 + 4 <= chunks; c0 += 4) weighted_values<4>(scratch, v, ldv, n_keys, hd, c0, out);
+  for (; c0 < chunks; ++c0) weighted_values<1>(scratch, v, ldv, n_keys, hd, c0, out);
 }
 
 EARS_AVX512_BF16 void rms_norm_rows(const uint16_t* x, int64_t outer, int64_t outer_stride, int64_t inner,

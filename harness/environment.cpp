@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -75,6 +76,11 @@ std::string omp_wait_policy() {
   if (marker != nullptr && std::string(marker) == "exec-failed")
     return "unset: libgomp default (spin 300000, then sleep); the re-exec with GOMP_SPINCOUNT failed";
   return "unset: libgomp default (spin 300000, then sleep)";
+}
+
+void tune_malloc() {
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
 double load_average_1m() {

@@ -28,6 +28,7 @@ __attribute__((section(".preinit_array"), used)) static void (*const kOmpWaitPre
 
 int main(int argc, char** argv) {
   ears::default_omp_wait(argv);  // only when the preinit hook above did not run
+  ears::tune_malloc();
   CLI::App app{"ears-bench — evaluate speculative decoding verifiers (baseline, EARS, ...) on real models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "ears-bench 0.1");
