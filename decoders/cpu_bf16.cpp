@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -446,6 +445,33 @@ EARS_AVX512_BF16 void vnni_block(const uint16_t* x, int64_t ldx, const uint16_t*
     _mm512_storeu_ps(out + m * 32 + 16, acc[m][1]);
   }
 }
+// Decode (one row): two consecutive 32-row blocks at once, 4 independent vdpbf16ps chains (one
+// block's 2 chains are latency-bound), each stream prefetched like vnni_block's. Each output sees
+// the same sequence as in vnni_block.
+EARS_AVX512_BF16 void vnni_row_2blocks(const uint16_t* x, const uint16_t* wb, int64_t kchunks, float* out) {
+  __m512 acc[2][2];
+  for (int b = 0; b < 2; ++b) acc[b][0] = acc[b][1] = _mm512_setzero_ps();
+  const int64_t block = kchunks * 1024;
+  for (int64_t kc = 0; kc < kchunks; ++kc) {
+    for (int b = 0; b < 2; ++b)
+      for (int line = 0; line < 1024; line += 32)
+        _mm_prefetch(reinterpret_cast<const char*>(wb + b * block + (kc + 8) * 1024 + line), _MM_HINT_T1);
+    for (int p = 0; p < 16; ++p) {
+      int32_t pair;
+      std::memcpy(&pair, x + kc * 32 + 2 * p, sizeof pair);
+      const __m512bh xb = (__m512bh)_mm512_set1_epi32(pair);
+      for (int b = 0; b < 2; ++b) {
+        const uint16_t* wk = wb + b * block + kc * 1024;
+        acc[b][0] = _mm512_dpbf16_ps(acc[b][0], xb, load32(wk + p * 32));
+        acc[b][1] = _mm512_dpbf16_ps(acc[b][1], xb, load32(wk + 512 + p * 32));
+      }
+    }
+  }
+  for (int b = 0; b < 2; ++b) {
+    _mm512_storeu_ps(out + b * 32, acc[b][0]);
+    _mm512_storeu_ps(out + b * 32 + 16, acc[b][1]);
+  }
+}
 }  // namespace
 
 EARS_AVX512_BF16 void vnni_gemm(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* packed, int64_t N,
@@ -460,7 +486,14 @@ EARS_AVX512_BF16 void vnni_gemm(const uint16_t* x, int64_t ldx, int64_t M, const
     ldx = Kp;
   }
   alignas(64) float c[8 * 32];
-  for (int64_t nb = nb0; nb < nb1; ++nb) {
+  int64_t nb = nb0;
+  if (M == 1)  // in a model's forward (2 threads, Zen 4, 100M decode) 10.2 vs 12.4 ms with one block
+    for (; nb + 2 <= nb1; nb += 2) {
+      vnni_row_2blocks(x, packed + nb * kchunks * 1024, kchunks, c);
+      for (int b = 0; b < 2; ++b)
+        store_rows(c + b * 32, 1, (nb + b) * 32, std::min<int64_t>(32, N - (nb + b) * 32), bias, y, ldy);
+    }
+  for (; nb < nb1; ++nb) {
     const uint16_t* wb = packed + nb * kchunks * 1024;
     for (int64_t m0 = 0; m0 < M; m0 += 8) {
       const uint16_t* xm = x + m0 * ldx;
