@@ -31,6 +31,12 @@ Eagle3Head Eagle3Head::load(const std::filesystem::path& dir, const CausalLM& ta
     if (!j[key].is_number_integer()) fail("{}: key '{}' must be an integer", config_path.string(), key);
     return j[key].get<int64_t>();
   };
+  // EAGLE-3 configs carry the target's vocabulary as vocab_size (the head embeds target ids) and
+  // their own as draft_vocab_size.
+  if (c.vocab_size != tc.vocab_size)
+    fail("{}: vocab_size {} does not match the target's vocab_size {} ({}); this draft was trained for another "
+         "target",
+         config_path.string(), c.vocab_size, tc.vocab_size, target.dir().string());
   head.draft_vocab_ = get_int("draft_vocab_size", c.vocab_size);
   const int64_t target_hidden = get_int("target_hidden_size", c.hidden_size);
   if (target_hidden != tc.hidden_size)

@@ -243,6 +243,9 @@ std::vector<Case> catalogue(const Paths& P) {
              rewrite_header(d / "model.safetensors", [](json& h) { h.erase("d2t"); });
            },
            "draft_vocab_size");
+  run_case("draft-target-vocab-mismatch", "draft", "draft's config.json vocab_size 4096 != the target's",
+           [](const fs::path&, const fs::path& d) { edit_json(d / "config.json", [](json& j) { j["vocab_size"] = 4096; }); },
+           "vocab_size 4096");
   run_case("draft-aux-layer-out-of-range", "draft", "eagle_aux_hidden_state_layer_ids names layer 99",
            [](const fs::path&, const fs::path& d) {
              edit_json(d / "config.json", [](json& j) {
