@@ -14,11 +14,70 @@
 #include "harness/error.h"
 
 namespace ears {
+
+void GenStats::reset(int64_t gamma) {
+  accepted_per_position.assign(gamma, 0);
+  accept_length_hist.assign(gamma + 2, 0);
+}
+
+void GenStats::record_step(int64_t gamma, int64_t n, const float* path, const float* u, const float* tv) {
+  steps += 1;
+  drafted += gamma;
+  accepted += n;
+  if (n == gamma) bonus += 1;
+  else corrections += 1;
+  accept_length_hist[n + 1] += 1;
+  for (int64_t k = 0; k < n; ++k) accepted_per_position[k] += 1;
+  for (int64_t k = 0; k < std::min(n + 1, gamma); ++k) {  // positions the verifier judged
+    const double uk = u[k];
+    const int bucket = std::clamp(static_cast<int>(uk * kUncertaintyBuckets), 0, kUncertaintyBuckets - 1);
+    drafted_by_u[bucket] += 1;
+    if (k < n) accepted_by_u[bucket] += 1;
+    if (path[k] == 2) pardoned_by_u[bucket] += 1, pardoned += 1;
+    uncertainty_sum += uk;
+    if (tv) distortion_sum += tv[k], distortion_n += 1;
+  }
+}
+
 namespace {
 
 at::Tensor long_tensor(const std::vector<int64_t>& v, c10::Device device) {
   return at::tensor(v, at::TensorOptions().dtype(at::kLong)).to(device);
 }
+
+// The step's one device->host copy: one float32 row per active sequence (G = gamma):
+//   [0, G]            emitted tokens: the accepted drafts, then the correction or the bonus
+//   G + 1             n, the number of accepted drafts
+//   G + 2 .. 2G + 1   the verifier's path per draft position (decoders/verify.h)      } G > 0
+//   2G + 2 .. 3G + 1  u = 1 - max p_t per draft position                              } only
+//   3G + 2 .. 4G + 1  TV distortion per draft position (0 when not measured)          }
+//   last              1 when the step's target logits were non-finite
+struct StepPacket {
+  int64_t gamma;
+
+  int64_t width() const { return gamma == 0 ? 3 : 4 * gamma + 3; }
+  // Device side: the columns above ([B, G+1] emitted, [B] accepted, [B, G] path / u / tv, [B] bad).
+  at::Tensor pack(const at::Tensor& emitted, const at::Tensor& accepted, const at::Tensor& path, const at::Tensor& u,
+                  const at::Tensor& tv, const at::Tensor& bad) const {
+    const int64_t B = emitted.size(0);
+    std::vector<at::Tensor> cols{emitted.to(at::kFloat), accepted.to(at::kFloat).view({B, 1})};
+    if (gamma > 0) cols.insert(cols.end(), {path.to(at::kFloat), u, tv});
+    cols.push_back(bad.to(at::kFloat).view({B, 1}));
+    return at::cat(cols, 1);
+  }
+  // Host side: row i of the copied packet.
+  struct Row {
+    const float* v;
+    int64_t gamma;
+    int32_t emitted(int64_t k) const { return static_cast<int32_t>(v[k]); }
+    int64_t accepted() const { return static_cast<int64_t>(v[gamma + 1]); }
+    const float* path() const { return v + gamma + 2; }
+    const float* u() const { return v + 2 * gamma + 2; }
+    const float* tv() const { return v + 3 * gamma + 2; }
+  };
+  Row row(const at::Tensor& host, int64_t i) const { return Row{host.data_ptr<float>() + i * width(), gamma}; }
+  bool bad(const at::Tensor& host, int64_t i) const { return host.data_ptr<float>()[i * width() + width() - 1] != 0; }
+};
 
 // Host-side state of one request while it decodes.
 struct Sequence {
@@ -51,7 +110,58 @@ void finish(Sequence& s, double t_start, int64_t syncs_start) {
   }
 }
 
+void fail_request(Sequence& s, std::string error) {
+  s.result.error = std::move(error);
+  s.result.finish_reason = "error";
+}
+
+// Requests whose prompt + max_new_tokens exceed the model's context fail alone (recorded in
+// their result, not thrown), so one over-long prompt does not stop a long run. Returns the
+// indices of the requests that fit; the others' results are filled in `results`.
+std::vector<size_t> screen_context(const std::vector<GenRequest>& batch, const DecodeParams& p, int64_t context,
+                                   int64_t gamma, std::vector<GenResult>& results) {
+  results.assign(batch.size(), GenResult{});
+  std::vector<size_t> fit;
+  for (size_t b = 0; b < batch.size(); ++b) {
+    const int64_t prompt = static_cast<int64_t>(batch[b].prompt.size());
+    if (context <= 0 || prompt + p.max_new_tokens <= context) {
+      fit.push_back(b);
+      continue;
+    }
+    GenResult& r = results[b];
+    r.prompt_tokens = prompt;
+    r.finish_reason = "error";
+    r.error = fmt::format(
+        "prompt ({} tokens) + max_new_tokens ({}) exceeds the model's context of {} tokens "
+        "(max_position_embeddings); lower decoding.max_new_tokens or shorten the prompt",
+        prompt, p.max_new_tokens, context);
+    r.stats.reset(gamma);
+  }
+  return fit;
+}
+
 }  // namespace
+
+// One generate() call: the sequences, the target's cache and the rows still decoding.
+struct DecodeRun {
+  int64_t gamma = 0;
+  c10::Device dev = c10::kCPU;
+  std::vector<Sequence> seqs;
+  std::vector<int64_t> active;  // indices into seqs of the rows still decoding, in cache row order
+  KVCache cache;
+  ForwardOptions fwd;           // the target forward's options at every step (aux layers)
+  at::Tensor x_last;            // [active, 1] each row's last emitted token
+  double t_start = 0;
+  int64_t syncs_start = 0;
+
+  // Keeps cache rows `rows` (indices into the current rows) in the target's and draft's state.
+  void keep_rows(const std::vector<int64_t>& rows, Drafter* drafter) {
+    if (static_cast<int64_t>(rows.size()) == cache.batch()) return;
+    cache.select(rows);
+    if (drafter) drafter->select(rows);
+    x_last = x_last.index_select(0, long_tensor(rows, dev));
+  }
+};
 
 Engine::Engine(const CausalLM& target, Drafter* drafter, const Tokenizer* tokenizer)
     : target_(target), drafter_(drafter), tokenizer_(tokenizer) {}
@@ -61,238 +171,205 @@ std::vector<GenResult> Engine::generate(const std::vector<GenRequest>& batch, co
   validate(p.verifier);
   if (p.max_new_tokens < 1) fail("decoding.max_new_tokens must be >= 1 (got {})", p.max_new_tokens);
   if (drafter_ && p.gamma < 1) fail("decoding.gamma must be >= 1 with a draft (got {})", p.gamma);
-  const int64_t B = static_cast<int64_t>(batch.size());
-  if (B == 0) return {};
-  const c10::Device dev = target_.device();
-  const int64_t gamma = drafter_ ? p.gamma : 0;
-
-  // A request that cannot fit the model's context fails alone (recorded in its result, not
-  // thrown), so one over-long prompt in a dataset does not stop a long run.
-  const int64_t context = target_.config().max_position_embeddings;
-  if (context > 0) {
-    std::vector<GenRequest> fit;
-    std::vector<size_t> fit_index;
-    for (size_t b = 0; b < batch.size(); ++b)
-      if (static_cast<int64_t>(batch[b].prompt.size()) + p.max_new_tokens <= context) {
-        fit.push_back(batch[b]);
-        fit_index.push_back(b);
-      }
-    if (fit.size() != batch.size()) {
-      std::vector<GenResult> results(batch.size());
-      for (size_t b = 0; b < batch.size(); ++b) {
-        GenResult& r = results[b];
-        r.prompt_tokens = static_cast<int64_t>(batch[b].prompt.size());
-        r.finish_reason = "error";
-        r.error = fmt::format(
-            "prompt ({} tokens) + max_new_tokens ({}) exceeds the model's context of {} tokens "
-            "(max_position_embeddings); lower decoding.max_new_tokens or shorten the prompt",
-            r.prompt_tokens, p.max_new_tokens, context);
-        r.stats.accepted_per_position.assign(gamma, 0);
-        r.stats.accept_length_hist.assign(gamma + 2, 0);
-      }
-      std::vector<GenResult> done = generate(fit, p);
-      for (size_t k = 0; k < fit.size(); ++k) results[fit_index[k]] = std::move(done[k]);
-      return results;
-    }
+  if (batch.empty()) return {};
+  std::vector<GenResult> results;
+  const std::vector<size_t> fit =
+      screen_context(batch, p, target_.config().max_position_embeddings, drafter_ ? p.gamma : 0, results);
+  if (fit.size() != batch.size()) {
+    std::vector<GenRequest> fitting;
+    for (size_t b : fit) fitting.push_back(batch[b]);
+    std::vector<GenResult> done = generate(fitting, p);
+    for (size_t k = 0; k < fit.size(); ++k) results[fit[k]] = std::move(done[k]);
+    return results;
   }
-  const int64_t V = target_.config().vocab_size;
-  const int64_t n_syncs_start = host_sync_count();
+  DecodeRun run = prefill(batch, p);
+  while (!run.active.empty()) step(run, p);
+  for (size_t b = 0; b < batch.size(); ++b) results[b] = std::move(run.seqs[b].result);
+  return results;
+}
 
-  std::vector<Sequence> seqs;
-  seqs.reserve(B);
+// Prefill: the prompts in one target forward, the first token sampled, the drafter begun.
+DecodeRun Engine::prefill(const std::vector<GenRequest>& batch, const DecodeParams& p) {
+  const int64_t B = static_cast<int64_t>(batch.size());
+  DecodeRun run;
+  run.gamma = drafter_ ? p.gamma : 0;
+  run.dev = target_.device();
+  run.syncs_start = host_sync_count();
   std::vector<int64_t> lens(B);
-  int64_t max_prompt = 0;
+  run.seqs.reserve(B);
   for (int64_t b = 0; b < B; ++b) {
     const auto& r = batch[b];
     if (r.prompt.empty()) fail("request '{}': empty prompt", r.key);
     lens[b] = static_cast<int64_t>(r.prompt.size());
-    max_prompt = std::max(max_prompt, lens[b]);
-    seqs.emplace_back(r);
-    auto& s = seqs.back();
+    Sequence& s = run.seqs.emplace_back(r);
     s.result.prompt_tokens = lens[b];
-    s.result.stats.accepted_per_position.assign(gamma, 0);
-    s.result.stats.accept_length_hist.assign(gamma + 2, 0);
-    std::vector<int32_t> stop_ids = p.stop_ids;
+    s.result.stats.reset(run.gamma);
     if (tokenizer_) s.decoder.emplace(*tokenizer_, /*skip_special=*/true);
-    s.stops = StopMatcher(stop_ids, tokenizer_ ? p.stop_strings : std::vector<std::string>{});
+    s.stops = StopMatcher(p.stop_ids, tokenizer_ ? p.stop_strings : std::vector<std::string>{});
   }
+  const int64_t max_prompt = *std::max_element(lens.begin(), lens.end());
 
-  // ---- prefill ------------------------------------------------------------------------------
-  const double t_start = now_s();
-  std::vector<int64_t> flat(B * max_prompt, 0);
-  for (int64_t b = 0; b < B; ++b)
+  run.t_start = now_s();
+  std::vector<int64_t> flat(B * max_prompt, 0), last_rows(B);
+  for (int64_t b = 0; b < B; ++b) {
     std::copy(batch[b].prompt.begin(), batch[b].prompt.end(), flat.begin() + b * max_prompt);
-  at::Tensor prompt_ids = long_tensor(flat, dev).view({B, max_prompt});
-  std::vector<int64_t> last_rows(B);
-  for (int64_t b = 0; b < B; ++b) last_rows[b] = lens[b] - 1;
-
-  const int64_t cache_len = max_prompt + p.max_new_tokens + gamma + 2;
-  KVCache cache = target_.new_cache(B, cache_len);
-  std::optional<TraceRange> prefill_range(std::in_place, "ears.prefill");
-  ForwardOptions fwd;
-  if (drafter_) fwd.aux_layers = drafter_->aux_layers();
-  ForwardOptions prefill_opts = fwd;
-  prefill_opts.logits_rows = long_tensor(last_rows, dev).view({B, 1});
-  ForwardOutput out = target_.forward(prompt_ids, cache, prefill_opts);
-  cache.set_lengths(lens);
+    last_rows[b] = lens[b] - 1;
+  }
+  const at::Tensor prompt_ids = long_tensor(flat, run.dev).view({B, max_prompt});
+  const int64_t cache_len = max_prompt + p.max_new_tokens + run.gamma + 2;
+  run.cache = target_.new_cache(B, cache_len);
+  std::optional<TraceRange> range(std::in_place, "ears.prefill");
+  if (drafter_) run.fwd.aux_layers = drafter_->aux_layers();
+  ForwardOptions opts = run.fwd;
+  opts.logits_rows = long_tensor(last_rows, run.dev).view({B, 1});
+  const ForwardOutput out = target_.forward(prompt_ids, run.cache, opts);
+  run.cache.set_lengths(lens);
 
   std::vector<RequestRng*> rngs;
-  for (auto& s : seqs) rngs.push_back(&s.rng);
-  ProcessedProbs pp0 = process_logits(out.logits.select(1, 0), p.sampling);
-  at::Tensor first = sample_from_probs(pp0.probs, batch_uniforms(rngs, 1, dev).squeeze(1));
-  at::Tensor bad0 = at::logical_not(at::isfinite(pp0.max_prob));  // NaN / +inf logits
-  at::Tensor host0 = to_host(at::stack({first.to(at::kFloat), bad0.to(at::kFloat)}, 1));
+  for (auto& s : run.seqs) rngs.push_back(&s.rng);
+  const ProcessedProbs pp = process_logits(out.logits.select(1, 0), p.sampling);
+  const at::Tensor first = sample_from_probs(pp.probs, batch_uniforms(rngs, 1, run.dev).squeeze(1));
+  const at::Tensor bad = at::logical_not(at::isfinite(pp.max_prob));  // NaN / +inf logits
+  // The prefill's one device->host copy: per row [first token, 1 if non-finite].
+  const at::Tensor host = to_host(at::stack({first.to(at::kFloat), bad.to(at::kFloat)}, 1));
   if (drafter_) drafter_->begin(prompt_ids, lens, first, out.aux_hidden, cache_len);
-  prefill_range.reset();
+  range.reset();
   const double t_prefill = now_s();
 
-  auto h0 = host0.accessor<float, 2>();
-  std::vector<int64_t> active;  // indices into seqs of the rows still decoding
+  const auto h = host.accessor<float, 2>();
+  std::vector<int64_t> rows;
   for (int64_t b = 0; b < B; ++b) {
-    auto& s = seqs[b];
-    s.result.ttft_s = t_prefill - t_start;
-    s.result.stats.prefill_s = t_prefill - t_start;
-    if (h0[b][1] != 0) {
-      s.result.error = "non-finite logits in the prefill";
-      s.result.finish_reason = "error";
-      finish(s, t_start, n_syncs_start);
-    } else if (push_token(s, static_cast<int32_t>(h0[b][0]), p)) {
-      finish(s, t_start, n_syncs_start);
+    Sequence& s = run.seqs[b];
+    s.result.ttft_s = s.result.stats.prefill_s = t_prefill - run.t_start;
+    if (h[b][1] != 0) fail_request(s, "non-finite logits in the prefill");
+    if (h[b][1] != 0 || push_token(s, static_cast<int32_t>(h[b][0]), p)) {
+      finish(s, run.t_start, run.syncs_start);
     } else {
-      active.push_back(b);
+      rows.push_back(b);
     }
   }
-  at::Tensor x_last = first.view({B, 1});
-  auto keep_rows = [&](const std::vector<int64_t>& rows) {
-    if (static_cast<int64_t>(rows.size()) == cache.batch()) return;
-    cache.select(rows);
-    if (drafter_) drafter_->select(rows);
-    x_last = x_last.index_select(0, long_tensor(rows, dev));
-  };
-  {
-    std::vector<int64_t> rows;
-    for (size_t i = 0; i < static_cast<size_t>(B); ++i)
-      if (!seqs[i].done) rows.push_back(static_cast<int64_t>(i));
-    keep_rows(rows);
+  run.active = rows;
+  run.x_last = first.view({B, 1});
+  run.keep_rows(rows, drafter_);
+  return run;
+}
+
+namespace {
+
+// The target's verdict on one step's drafts: emitted tokens and accepted counts on the device,
+// the step's packet on the host.
+struct Verdict {
+  at::Tensor emitted, accepted;  // [B, G+1], [B] (int64, device)
+  at::Tensor host;               // StepPacket rows (float32, host)
+  std::vector<at::Tensor> aux;   // the target's hidden states the drafter asked for
+};
+
+// One target forward over [x_last, drafts], the verifier, and the step's one device->host copy.
+Verdict judge(const CausalLM& target, DecodeRun& run, const Proposal& prop, bool drafted, const DecodeParams& p,
+              const at::Tensor& u_accept, const at::Tensor& u_sample) {
+  const int64_t B = run.x_last.size(0), gamma = run.gamma;
+  const at::Tensor input = drafted ? at::cat({run.x_last, prop.tokens}, 1) : run.x_last;
+  ForwardOutput out = target.forward(input, run.cache, run.fwd);
+  const ProcessedProbs pp = process_logits(out.logits, p.sampling);  // [B, G+1, V] float32
+  Verdict v;
+  v.aux = std::move(out.aux_hidden);
+  at::Tensor path, u_pos, tv;
+  if (gamma == 0) {
+    v.emitted = sample_from_probs(pp.probs.select(1, 0), u_sample).view({B, 1});
+    v.accepted = at::zeros({B}, v.emitted.options());
+  } else {
+    const VerifyOutput vo =
+        verify(p.verifier, VerifyInput{prop.tokens, pp.probs, pp.max_prob, prop.probs, u_accept, u_sample});
+    v.emitted = vo.emitted;
+    v.accepted = vo.accepted;
+    path = vo.path;
+    const at::Tensor p_draft_pos = pp.probs.narrow(1, 0, gamma), max_pos = pp.max_prob.narrow(1, 0, gamma);
+    u_pos = 1 - max_pos;
+    tv = at::zeros({B, gamma}, u_pos.options());
+    // Computed for every verifier (baseline too, where it is 0 up to rounding), so the metric
+    // costs every arm the same time and throughput comparisons stay fair.
+    if (p.measure_distortion) {
+      const at::Tensor q =
+          prop.probs.defined() ? prop.probs : at::one_hot(prop.tokens, pp.probs.size(-1)).to(at::kFloat);
+      tv = tv_distance(p_draft_pos, induced_distribution(p.verifier, p_draft_pos, q, max_pos));
+    }
   }
+  // NaN / +inf logits make max_prob NaN (sampling.h): no extra pass over the vocabulary.
+  const at::Tensor bad = at::logical_not(at::isfinite(pp.max_prob).all(-1));
+  v.host = to_host(StepPacket{gamma}.pack(v.emitted, v.accepted, path, u_pos, tv, bad)).contiguous();
+  return v;
+}
 
-  // ---- speculative steps --------------------------------------------------------------------
-  while (!active.empty()) {
-    const int64_t Bn = static_cast<int64_t>(active.size());
-    std::vector<RequestRng*> step_rngs;
-    for (int64_t i : active) step_rngs.push_back(&seqs[i].rng);
-    const double t0 = now_s();
-    at::Tensor u = batch_uniforms(step_rngs, 2 * gamma + 1, dev);
-    at::Tensor u_draft = u.narrow(1, 0, gamma), u_accept = u.narrow(1, gamma, gamma);
-    at::Tensor u_sample = u.select(1, 2 * gamma);
-
-    Proposal prop;
-    if (drafter_) {
-      TraceRange range("ears.draft");
-      prop = drafter_->propose(static_cast<int>(gamma), p.sampling, p.draft_greedy, u_draft);
-    }
-    if (p.sync_timing) synchronize(dev);
-    const double t1 = now_s();
-
-    std::optional<TraceRange> verify_range(std::in_place, "ears.verify");
-    at::Tensor input = drafter_ ? at::cat({x_last, prop.tokens}, 1) : x_last;
-    out = target_.forward(input, cache, fwd);
-    ProcessedProbs pp = process_logits(out.logits, p.sampling);  // [Bn, gamma+1, V] float32
-    at::Tensor emitted, accepted, path;
-    std::vector<at::Tensor> pack;
-    if (gamma == 0) {
-      emitted = sample_from_probs(pp.probs.select(1, 0), u_sample).view({Bn, 1});
-      accepted = at::zeros({Bn}, emitted.options());
-      pack = {emitted.to(at::kFloat), accepted.to(at::kFloat).view({Bn, 1})};
-    } else {
-      VerifyInput in{prop.tokens, pp.probs, pp.max_prob, prop.probs, u_accept, u_sample};
-      VerifyOutput vo = verify(p.verifier, in);
-      emitted = vo.emitted;
-      accepted = vo.accepted;
-      at::Tensor p_draft_pos = pp.probs.narrow(1, 0, gamma);
-      at::Tensor u_pos = 1 - pp.max_prob.narrow(1, 0, gamma);
-      at::Tensor tv = at::zeros({Bn, gamma}, u_pos.options());
-      // Computed for every verifier (baseline too, where it is 0 up to rounding), so the metric
-      // costs every arm the same time and throughput comparisons stay fair.
-      if (p.measure_distortion) {
-        at::Tensor q = prop.probs.defined() ? prop.probs : at::one_hot(prop.tokens, V).to(at::kFloat);
-        tv = tv_distance(p_draft_pos,
-                         induced_distribution(p.verifier, p_draft_pos, q, pp.max_prob.narrow(1, 0, gamma)));
-      }
-      pack = {emitted.to(at::kFloat), accepted.to(at::kFloat).view({Bn, 1}), vo.path.to(at::kFloat), u_pos, tv};
-    }
-    // NaN / +inf logits make max_prob NaN (sampling.h): no extra pass over the vocabulary.
-    pack.push_back(at::logical_not(at::isfinite(pp.max_prob).all(-1)).to(at::kFloat).view({Bn, 1}));
-    at::Tensor host = to_host(at::cat(pack, 1));  // the step's one device->host sync
-    verify_range.reset();
-    const double t2 = now_s();
-
-    auto h = host.accessor<float, 2>();
-    const int64_t c_acc = gamma + 1, c_path = gamma + 2, c_u = 2 * gamma + 2, c_tv = 3 * gamma + 2;
-    const int64_t c_bad = gamma == 0 ? 2 : 4 * gamma + 2;
-    std::vector<int64_t> new_lens(Bn), accepted_host(Bn);
-    std::vector<int64_t> rows;
-    for (int64_t i = 0; i < Bn; ++i) {
-      auto& s = seqs[active[i]];
-      auto& st = s.result.stats;
-      const int64_t n = static_cast<int64_t>(h[i][c_acc]);
-      accepted_host[i] = n;
-      new_lens[i] = cache.length(i) - gamma + n;  // the cache grew by gamma+1; keep x_last + n drafts
-      st.steps += 1;
-      st.drafted += gamma;
-      st.accepted += n;
-      if (n == gamma) st.bonus += 1;
-      else st.corrections += 1;
-      st.accept_length_hist[n + 1] += 1;
-      for (int64_t k = 0; k < n; ++k) st.accepted_per_position[k] += 1;
-      for (int64_t k = 0; k < std::min(n + 1, gamma); ++k) {  // positions the verifier judged
-        const double uk = h[i][c_u + k];
-        const int bucket = std::clamp(static_cast<int>(uk * kUncertaintyBuckets), 0, kUncertaintyBuckets - 1);
-        const bool pardon = h[i][c_path + k] == 2;
-        st.drafted_by_u[bucket] += 1;
-        if (k < n) st.accepted_by_u[bucket] += 1;
-        if (pardon) st.pardoned_by_u[bucket] += 1, st.pardoned += 1;
-        st.uncertainty_sum += uk;
-        if (p.measure_distortion) st.distortion_sum += h[i][c_tv + k], st.distortion_n += 1;
-      }
-      st.verify_s += t2 - t1;
-      st.draft_s += t1 - t0;
-      if (h[i][c_bad] != 0) {
-        s.result.error = fmt::format("non-finite logits at decode step {}", st.steps);
-        s.result.finish_reason = "error";
-        s.done = true;
-        continue;
-      }
-      for (int64_t k = 0; k <= n && !s.done; ++k)
-        if (push_token(s, static_cast<int32_t>(h[i][k]), p)) s.done = true;
-      if (!s.done) rows.push_back(i);
-    }
-    cache.set_lengths(new_lens);
-    const double t3 = now_s();
-    if (drafter_) {
-      TraceRange range("ears.accept");
-      drafter_->accept(emitted, accepted_host, out.aux_hidden);
-    }
-    x_last = emitted.gather(1, accepted.view({Bn, 1}));
-    if (p.sync_timing) synchronize(dev);
-    const double t4 = now_s();
-
-    std::vector<int64_t> still;
-    for (int64_t i = 0; i < Bn; ++i) {
-      auto& s = seqs[active[i]];
-      s.result.stats.draft_s += t4 - t3;
-      s.result.stats.other_s += t3 - t2;
-      if (s.done) finish(s, t_start, n_syncs_start);
-    }
-    for (int64_t r : rows) still.push_back(active[r]);
-    if (still.size() != active.size()) keep_rows(rows);
-    active = std::move(still);
+// The host side of one step for active row i: stats, emitted tokens, stop conditions. Returns
+// the drafts accepted; marks the sequence done when it finished or failed.
+int64_t absorb(DecodeRun& run, int64_t i, const at::Tensor& host, const DecodeParams& p, double draft_s,
+               double verify_s) {
+  const StepPacket packet{run.gamma};
+  Sequence& s = run.seqs[run.active[i]];
+  GenStats& st = s.result.stats;
+  const StepPacket::Row r = packet.row(host, i);
+  const int64_t n = r.accepted();
+  st.record_step(run.gamma, n, r.path(), r.u(), p.measure_distortion ? r.tv() : nullptr);
+  st.verify_s += verify_s;
+  st.draft_s += draft_s;
+  if (packet.bad(host, i)) {
+    fail_request(s, fmt::format("non-finite logits at decode step {}", st.steps));
+    s.done = true;
+    return n;
   }
+  for (int64_t k = 0; k <= n && !s.done; ++k)
+    if (push_token(s, r.emitted(k), p)) s.done = true;
+  return n;
+}
 
-  std::vector<GenResult> results;
-  results.reserve(B);
-  for (auto& s : seqs) results.push_back(std::move(s.result));
-  return results;
+}  // namespace
+
+// One speculative step over the active rows: propose, judge in one target forward (one
+// device->host copy), absorb on the host, roll both caches back, drop finished rows.
+void Engine::step(DecodeRun& run, const DecodeParams& p) {
+  const int64_t Bn = static_cast<int64_t>(run.active.size()), gamma = run.gamma;
+  std::vector<RequestRng*> rngs;
+  for (int64_t i : run.active) rngs.push_back(&run.seqs[i].rng);
+  const double t0 = now_s();
+  const at::Tensor u = batch_uniforms(rngs, 2 * gamma + 1, run.dev);  // [Bn, 2G+1]: draft | accept | sample
+  Proposal prop;
+  if (drafter_) {
+    TraceRange range("ears.draft");
+    prop = drafter_->propose(static_cast<int>(gamma), p.sampling, p.draft_greedy, u.narrow(1, 0, gamma));
+  }
+  if (p.sync_timing) synchronize(run.dev);
+  const double t1 = now_s();
+  std::optional<TraceRange> verify_range(std::in_place, "ears.verify");
+  Verdict v = judge(target_, run, prop, drafter_ != nullptr, p, u.narrow(1, gamma, gamma), u.select(1, 2 * gamma));
+  verify_range.reset();
+  const double t2 = now_s();
+
+  std::vector<int64_t> new_lens(Bn), accepted(Bn), rows;
+  for (int64_t i = 0; i < Bn; ++i) {
+    accepted[i] = absorb(run, i, v.host, p, t1 - t0, t2 - t1);
+    new_lens[i] = run.cache.length(i) - gamma + accepted[i];  // the cache grew by G+1: keep x_last + n drafts
+    if (!run.seqs[run.active[i]].done) rows.push_back(i);
+  }
+  run.cache.set_lengths(new_lens);
+  const double t3 = now_s();
+  if (drafter_) {
+    TraceRange range("ears.accept");
+    drafter_->accept(v.emitted, accepted, v.aux);
+  }
+  run.x_last = v.emitted.gather(1, v.accepted.view({Bn, 1}));
+  if (p.sync_timing) synchronize(run.dev);
+  const double t4 = now_s();
+
+  std::vector<int64_t> still;
+  for (int64_t i = 0; i < Bn; ++i) {
+    Sequence& s = run.seqs[run.active[i]];
+    s.result.stats.draft_s += t4 - t3;
+    s.result.stats.other_s += t3 - t2;
+    if (s.done) finish(s, run.t_start, run.syncs_start);
+  }
+  for (int64_t r : rows) still.push_back(run.active[r]);
+  if (still.size() != run.active.size()) run.keep_rows(rows, drafter_);
+  run.active = std::move(still);
 }
 
 }  // namespace ears

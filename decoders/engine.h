@@ -22,6 +22,7 @@ namespace ears {
 class CausalLM;
 class Drafter;
 class Tokenizer;
+struct DecodeRun;  // one generate() call's state (engine.cpp)
 
 struct DecodeParams {
   SamplingParams sampling;          // applied identically to target and draft
@@ -55,6 +56,13 @@ struct GenStats {
   double prefill_s = 0, draft_s = 0, verify_s = 0, other_s = 0;
   int64_t host_syncs = 0;           // device->host copies made while this request was active
   int64_t emitted() const { return accepted + corrections + bonus; }
+
+  // Sizes the per-position counters for gamma draft tokens per step.
+  void reset(int64_t gamma);
+  // One verification step: n of gamma drafts accepted; per judged position k (k <= n, k < gamma)
+  // the verifier's path (2 = pardoned), u = 1 - max p_t and, when tv is non-null, the TV
+  // distortion.
+  void record_step(int64_t gamma, int64_t n, const float* path, const float* u, const float* tv);
 };
 
 struct GenResult {
@@ -76,6 +84,9 @@ class Engine {
   std::vector<GenResult> generate(const std::vector<GenRequest>& batch, const DecodeParams& params);
 
  private:
+  DecodeRun prefill(const std::vector<GenRequest>& batch, const DecodeParams& params);
+  void step(DecodeRun& run, const DecodeParams& params);
+
   const CausalLM& target_;
   Drafter* drafter_;
   const Tokenizer* tokenizer_;
