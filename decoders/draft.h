@@ -47,6 +47,15 @@ class Drafter {
   virtual void select(const std::vector<int64_t>& rows) = 0;
 };
 
+// One draft token per row from draft logits [B, V] (any float dtype): the argmax in greedy mode,
+// else a sample with uniforms [B] from the processed distribution q = process_logits(logits),
+// returned beside it ([B, V] float32; undefined in greedy mode). Shared by every drafter.
+struct DraftToken {
+  at::Tensor id;  // [B] int64, in the logits' vocabulary
+  at::Tensor q;   // [B, V] float32 or undefined
+};
+DraftToken draft_token(const at::Tensor& logits, const SamplingParams& sampling, bool greedy, const at::Tensor& uniforms);
+
 // A smaller causal LM (or the target itself) drafting token by token with its own KV cache.
 std::unique_ptr<Drafter> make_model_drafter(const CausalLM& model, int64_t target_vocab);
 

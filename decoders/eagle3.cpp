@@ -198,16 +198,10 @@ class Eagle3Drafter final : public Drafter {
     std::vector<at::Tensor> tokens, probs;
     at::Tensor logits = next_logits_, hidden = next_hidden_;
     for (int j = 0; j < gamma; ++j) {
-      at::Tensor l = logits.to(at::kFloat);
-      at::Tensor draft_id;
-      if (greedy) {
-        draft_id = l.argmax(-1);
-      } else {
-        ProcessedProbs q = process_logits(l, sampling);
-        draft_id = sample_from_probs(q.probs, uniforms.select(1, j));
-        probs.push_back(at::zeros({B, head_.target_vocab()}, q.probs.options()).index_copy_(1, map, q.probs));
-      }
-      at::Tensor tok = map.index_select(0, draft_id);
+      DraftToken t = draft_token(logits, sampling, greedy, greedy ? at::Tensor() : uniforms.select(1, j));
+      // q over the draft vocabulary, scattered into the target's (ids outside the map: 0).
+      if (!greedy) probs.push_back(at::zeros({B, head_.target_vocab()}, t.q.options()).index_copy_(1, map, t.q));
+      at::Tensor tok = map.index_select(0, t.id);
       tokens.push_back(tok);
       if (j + 1 < gamma) {
         Eagle3Head::Output o = head_.forward(tok.view({B, 1}), hidden, /*from_target=*/false, cache_);

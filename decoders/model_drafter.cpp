@@ -42,18 +42,11 @@ class ModelDrafter final : public Drafter {
     at::Tensor logits = model_.forward(pending_, cache_, opt).logits.select(1, 0);
     std::vector<at::Tensor> tokens, probs;
     for (int j = 0; j < gamma; ++j) {
-      at::Tensor l = logits.to(at::kFloat);
-      if (l.size(-1) > target_vocab_) l = l.narrow(-1, 0, target_vocab_);
-      at::Tensor tok;
-      if (greedy) {
-        tok = l.argmax(-1);
-      } else {
-        ProcessedProbs q = process_logits(l, sampling);
-        tok = sample_from_probs(q.probs, uniforms.select(1, j));
-        probs.push_back(q.probs);
-      }
-      tokens.push_back(tok);
-      if (j + 1 < gamma) logits = model_.forward(tok.view({B, 1}), cache_).logits.select(1, 0);
+      if (logits.size(-1) > target_vocab_) logits = logits.narrow(-1, 0, target_vocab_);
+      DraftToken t = draft_token(logits, sampling, greedy, greedy ? at::Tensor() : uniforms.select(1, j));
+      if (!greedy) probs.push_back(t.q);
+      tokens.push_back(t.id);
+      if (j + 1 < gamma) logits = model_.forward(t.id.view({B, 1}), cache_).logits.select(1, 0);
     }
     Proposal out;
     out.tokens = at::stack(tokens, 1);
