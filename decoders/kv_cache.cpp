@@ -1,0 +1,141 @@
+#include "decoders/kv_cache.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "harness/error.h"
+
+namespace ears {
+
+KVCache::KVCache(int64_t n_layers, int64_t batch, int64_t kv_heads, int64_t max_len, int64_t head_dim,
+                 c10::ScalarType dtype, c10::Device device)
+    : n_layers_(n_layers), batch_(batch), kv_heads_(kv_heads), max_len_(max_len), head_dim_(head_dim),
+      lengths_(static_cast<size_t>(batch), 0) {
+  if (n_layers <= 0 || batch < 0 || kv_heads <= 0 || max_len <= 0 || head_dim <= 0)
+    fail("KV cache: invalid shape (layers {}, batch {}, kv heads {}, max_len {}, head_dim {})", n_layers,
+         batch, kv_heads, max_len, head_dim);
+  storage_ = at::zeros({n_layers, 2, batch, kv_heads, max_len, head_dim},
+                       at::TensorOptions().dtype(dtype).device(device));
+}
+
+c10::ScalarType KVCache::dtype() const { return storage_.scalar_type(); }
+c10::Device KVCache::device() const { return storage_.device(); }
+
+int64_t KVCache::max_length() const {
+  return lengths_.empty() ? 0 : *std::max_element(lengths_.begin(), lengths_.end());
+}
+
+void KVCache::truncate(int64_t b, int64_t len) {
+  if (b < 0 || b >= batch_) fail("KV cache: sequence {} out of range (batch {})", b, batch_);
+  auto& cur = lengths_[static_cast<size_t>(b)];
+  if (len < 0 || len > cur)
+    fail("KV cache: cannot truncate sequence {} to {} tokens (it holds {})", b, len, cur);
+  if (len != cur) {
+    cur = len;
+    lengths_dev_valid_ = false;
+  }
+}
+
+void KVCache::set_lengths(const std::vector<int64_t>& lengths) {
+  if (static_cast<int64_t>(lengths.size()) != batch_)
+    fail("KV cache: set_lengths got {} lengths for a batch of {}", lengths.size(), batch_);
+  for (int64_t b = 0; b < batch_; ++b) {
+    const int64_t len = lengths[static_cast<size_t>(b)];
+    if (len < 0 || len > lengths_[static_cast<size_t>(b)])
+      fail("KV cache: cannot set sequence {} to {} tokens (it holds {})", b, len, lengths_[static_cast<size_t>(b)]);
+  }
+  lengths_ = lengths;
+  lengths_dev_valid_ = false;
+}
+
+void KVCache::reset() {
+  std::fill(lengths_.begin(), lengths_.end(), 0);
+  lengths_dev_valid_ = false;
+}
+
+void KVCache::select(const std::vector<int64_t>& rows) {
+  std::vector<int64_t> new_lengths;
+  new_lengths.reserve(rows.size());
+  for (int64_t r : rows) {
+    if (r < 0 || r >= batch_) fail("KV cache: select row {} out of range (batch {})", r, batch_);
+    new_lengths.push_back(lengths_[static_cast<size_t>(r)]);
+  }
+  const at::Tensor index = at::tensor(rows, at::TensorOptions().dtype(at::kLong)).to(storage_.device());
+  storage_ = storage_.index_select(2, index);
+  batch_ = static_cast<int64_t>(rows.size());
+  lengths_ = std::move(new_lengths);
+  lengths_dev_valid_ = false;
+}
+
+at::Tensor KVCache::k(int64_t layer) const { return storage_.select(0, layer).select(0, 0); }
+at::Tensor KVCache::v(int64_t layer) const { return storage_.select(0, layer).select(0, 1); }
+
+const at::Tensor& KVCache::device_lengths() const {
+  if (!lengths_dev_valid_) {
+    lengths_dev_ = at::tensor(lengths_, at::TensorOptions().dtype(at::kLong)).to(storage_.device());
+    lengths_dev_valid_ = true;
+  }
+  return lengths_dev_;
+}
+
+KVCache::Append KVCache::prepare_append(int64_t T) const {
+  if (!defined()) fail("KV cache: not allocated");
+  if (T <= 0) fail("KV cache: appending {} tokens (need at least 1)", T);
+  Append plan;
+  plan.T = T;
+  plan.new_lengths = lengths_;
+  for (int64_t b = 0; b < batch_; ++b) {
+    const int64_t len = lengths_[static_cast<size_t>(b)];
+    if (len + T > max_len_)
+      fail("KV cache: sequence {} holds {} tokens and appending {} exceeds the cache size {} "
+           "(prompt + max_new_tokens exceeds the cache size {}; raise the cache length or shorten "
+           "the prompt / max_new_tokens)",
+           b, len, T, max_len_, max_len_);
+    plan.new_lengths[static_cast<size_t>(b)] = len + T;
+  }
+  const int64_t max_len_now = max_length();
+  plan.span = max_len_now + T;
+  const auto long_opts = at::TensorOptions().dtype(at::kLong).device(storage_.device());
+  const at::Tensor steps = at::arange(T, long_opts);
+  const bool uniform =
+      std::all_of(lengths_.begin(), lengths_.end(), [&](int64_t l) { return l == max_len_now; });
+  if (uniform) {
+    plan.uniform_start = max_len_now;
+    plan.positions = steps.add(max_len_now).unsqueeze(0).expand({batch_, T});
+  } else {
+    plan.positions = device_lengths().unsqueeze(1) + steps.unsqueeze(0);  // [B, T]
+    // Row of (b, k, pos) in k(layer).view({B*K*max_len, hd}).
+    const at::Tensor base = (at::arange(batch_, long_opts).unsqueeze(1) * kv_heads_ +
+                             at::arange(kv_heads_, long_opts).unsqueeze(0)) *
+                            max_len_;  // [B, K]
+    plan.write_rows = (base.unsqueeze(2) + plan.positions.unsqueeze(1)).reshape({-1});  // [B*K*T]
+  }
+  plan.blocked = at::arange(plan.span, long_opts).view({1, 1, plan.span}) > plan.positions.unsqueeze(2);
+  return plan;
+}
+
+void KVCache::write(int64_t layer, const Append& plan, const at::Tensor& k_new, const at::Tensor& v_new) {
+  // k_new/v_new: [B, T, K, hd] -> [B, K, T, hd]
+  const at::Tensor kt = k_new.permute({0, 2, 1, 3});
+  const at::Tensor vt = v_new.permute({0, 2, 1, 3});
+  if (plan.uniform_start >= 0) {
+    k(layer).narrow(2, plan.uniform_start, plan.T).copy_(kt);
+    v(layer).narrow(2, plan.uniform_start, plan.T).copy_(vt);
+  } else {
+    const auto dt = storage_.scalar_type();
+    k(layer).view({-1, head_dim_}).index_copy_(0, plan.write_rows, kt.reshape({-1, head_dim_}).to(dt));
+    v(layer).view({-1, head_dim_}).index_copy_(0, plan.write_rows, vt.reshape({-1, head_dim_}).to(dt));
+  }
+}
+
+at::Tensor KVCache::keys(int64_t layer, const Append& plan) const { return k(layer).narrow(2, 0, plan.span); }
+at::Tensor KVCache::values(int64_t layer, const Append& plan) const { return v(layer).narrow(2, 0, plan.span); }
+
+void KVCache::commit(const Append& plan) {
+  lengths_ = plan.new_lengths;
+  if (lengths_dev_valid_) lengths_dev_.add_(plan.T);  // stays on device, no host round trip
+}
+
+}  // namespace ears
