@@ -15,19 +15,9 @@
 #include <vector>
 
 #include "decoders/kv_cache.h"
+#include "decoders/model_config.h"
 
 namespace ears {
-
-// RoPE settings from config.json (rope_theta + rope_scaling / rope_parameters).
-// type: "default", "linear" (inv_freq / factor) or "llama3" (Llama 3.x frequency smoothing).
-struct RopeConfig {
-  std::string type = "default";
-  double theta = 10000.0;
-  double factor = 1.0;                       // linear, llama3
-  double low_freq_factor = 1.0;              // llama3
-  double high_freq_factor = 4.0;             // llama3
-  int64_t original_max_position_embeddings = 8192;  // llama3
-};
 
 namespace layers {
 

@@ -1,0 +1,248 @@
+#include "decoders/model_config.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "harness/error.h"
+
+namespace ears {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string json_type(const json& v) {
+  if (v.is_number_integer() || v.is_number_unsigned()) return "integer " + v.dump();
+  if (v.is_number_float()) return "number " + v.dump();
+  std::string d = v.dump();
+  if (d.size() > 40) d = d.substr(0, 37) + "...";
+  return std::string(v.type_name()) + " " + d;
+}
+
+// Typed access to config.json keys with one-line errors naming the file and key.
+struct Keys {
+  const json& j;
+  const std::string& origin;
+
+  const json* find(const char* key) const {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+  const json& need(const char* key) const {
+    const json* v = find(key);
+    if (!v) fail("{}: missing key '{}'; a Hugging Face config.json of this architecture defines it (re-download or fix the file)", origin, key);
+    return *v;
+  }
+  int64_t as_int(const json& v, const char* key) const {
+    if (v.is_number_integer() || v.is_number_unsigned()) return v.get<int64_t>();
+    if (v.is_number_float()) {
+      const double d = v.get<double>();
+      if (std::floor(d) == d) return static_cast<int64_t>(d);
+    }
+    fail("{}: key '{}' must be an integer, got {}", origin, key, json_type(v));
+  }
+  double as_double(const json& v, const char* key) const {
+    if (v.is_number()) return v.get<double>();
+    fail("{}: key '{}' must be a number, got {}", origin, key, json_type(v));
+  }
+  int64_t req_int(const char* key) const { return as_int(need(key), key); }
+  int64_t positive_int(const char* key) const {
+    const int64_t v = req_int(key);
+    if (v <= 0) fail("{}: key '{}' must be positive, got {}", origin, key, v);
+    return v;
+  }
+  int64_t opt_int(const char* key, int64_t def) const {
+    const json* v = find(key);
+    return v ? as_int(*v, key) : def;
+  }
+  double req_double(const char* key) const { return as_double(need(key), key); }
+  double opt_double(const char* key, double def) const {
+    const json* v = find(key);
+    return v ? as_double(*v, key) : def;
+  }
+  bool opt_bool(const char* key, bool def) const {
+    const json* v = find(key);
+    if (!v) return def;
+    if (!v->is_boolean()) fail("{}: key '{}' must be true or false, got {}", origin, key, json_type(*v));
+    return v->get<bool>();
+  }
+  std::optional<std::string> opt_string(const char* key) const {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) fail("{}: key '{}' must be a string, got {}", origin, key, json_type(*v));
+    return v->get<std::string>();
+  }
+  // int, list of ints, or null/absent.
+  std::vector<int64_t> int_list(const char* key) const {
+    const json* v = find(key);
+    if (!v) return {};
+    if (!v->is_array()) return {as_int(*v, key)};
+    std::vector<int64_t> out;
+    for (const auto& e : *v) out.push_back(as_int(e, key));
+    return out;
+  }
+};
+
+RopeConfig parse_rope(const json& j, const std::string& origin) {
+  Keys k{j, origin};
+  RopeConfig rope;
+  const json* params = k.find("rope_parameters");  // transformers v5 layout
+  const json* scaling = k.find("rope_scaling");
+  if (params && !params->is_object())
+    fail("{}: key 'rope_parameters' must be an object, got {}", origin, json_type(*params));
+  if (scaling && !scaling->is_object())
+    fail("{}: key 'rope_scaling' must be an object or null, got {}", origin, json_type(*scaling));
+  rope.theta = k.opt_double("rope_theta", 10000.0);
+  if (params) {
+    Keys p{*params, origin};
+    rope.theta = p.opt_double("rope_theta", rope.theta);
+  }
+  const json* spec = scaling ? scaling : params;
+  if (!spec) return rope;
+  Keys s{*spec, origin};
+  std::string type = s.opt_string("rope_type").value_or(s.opt_string("type").value_or("default"));
+  if (type == "default") return rope;
+  if (type == "linear") {
+    rope.type = type;
+    rope.factor = s.req_double("factor");
+    return rope;
+  }
+  if (type == "llama3") {
+    rope.type = type;
+    rope.factor = s.req_double("factor");
+    rope.low_freq_factor = s.req_double("low_freq_factor");
+    rope.high_freq_factor = s.req_double("high_freq_factor");
+    rope.original_max_position_embeddings = s.req_int("original_max_position_embeddings");
+    return rope;
+  }
+  fail("{}: rope_scaling type '{}' is not supported (supported: default, linear, llama3; YaRN and "
+       "dynamic scaling are not implemented); remove rope_scaling to run at the native context length",
+       origin, type);
+}
+
+}  // namespace
+
+c10::ScalarType parse_dtype(const std::string& name, const std::string& origin) {
+  if (name == "float32" || name == "fp32" || name == "float") return at::kFloat;
+  if (name == "bfloat16" || name == "bf16") return at::kBFloat16;
+  if (name == "float16" || name == "fp16" || name == "half") return at::kHalf;
+  fail("{}: dtype '{}' is not supported (use float32, bfloat16 or float16)", origin, name);
+}
+
+std::string dtype_name(c10::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: return "float32";
+    case at::kBFloat16: return "bfloat16";
+    case at::kHalf: return "float16";
+    default: return c10::toString(dtype);
+  }
+}
+
+ModelConfig ModelConfig::parse(const std::string& json_text, const std::string& origin,
+                               bool check_architecture) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::exception& e) {
+    fail("{}: invalid JSON ({})", origin, e.what());
+  }
+  if (!j.is_object()) fail("{}: expected a JSON object at the top level", origin);
+  Keys k{j, origin};
+  ModelConfig c;
+
+  // Architecture: architectures[0], else model_type.
+  if (const json* a = k.find("architectures")) {
+    if (!a->is_array() || a->empty() || !(*a)[0].is_string())
+      fail("{}: key 'architectures' must be a non-empty list of strings, got {}", origin, json_type(*a));
+    c.architecture = (*a)[0].get<std::string>();
+  } else if (auto mt = k.opt_string("model_type")) {
+    c.architecture = *mt == "qwen3" ? "Qwen3ForCausalLM"
+                     : *mt == "qwen2" ? "Qwen2ForCausalLM"
+                     : *mt == "llama" ? "LlamaForCausalLM"
+                                      : *mt;
+  } else if (check_architecture) {
+    fail("{}: missing key 'architectures' (and no 'model_type')", origin);
+  }
+  if (c.architecture == "Qwen3ForCausalLM") {
+    c.arch = Arch::Qwen3;
+  } else if (c.architecture == "Qwen2ForCausalLM") {
+    c.arch = Arch::Qwen2;
+  } else if (c.architecture == "LlamaForCausalLM") {
+    c.arch = Arch::Llama;
+  } else if (check_architecture) {
+    fail("{}: architecture '{}' is not supported (supported: Qwen3ForCausalLM, Qwen2ForCausalLM, "
+         "LlamaForCausalLM)",
+         origin, c.architecture);
+  }
+
+  c.vocab_size = k.positive_int("vocab_size");
+  c.hidden_size = k.positive_int("hidden_size");
+  c.intermediate_size = k.positive_int("intermediate_size");
+  c.num_hidden_layers = k.positive_int("num_hidden_layers");
+  c.num_attention_heads = k.positive_int("num_attention_heads");
+  c.num_key_value_heads = k.opt_int("num_key_value_heads", c.num_attention_heads);
+  if (c.num_key_value_heads <= 0 || c.num_attention_heads % c.num_key_value_heads != 0)
+    fail("{}: num_attention_heads ({}) must be a positive multiple of num_key_value_heads ({})", origin,
+         c.num_attention_heads, c.num_key_value_heads);
+  if (k.find("head_dim")) {
+    c.head_dim = k.positive_int("head_dim");
+  } else {
+    if (c.hidden_size % c.num_attention_heads != 0)
+      fail("{}: missing key 'head_dim' and hidden_size ({}) is not divisible by num_attention_heads ({})",
+           origin, c.hidden_size, c.num_attention_heads);
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
+  if (c.head_dim % 2 != 0) fail("{}: head_dim {} must be even for RoPE", origin, c.head_dim);
+  c.rms_norm_eps = k.req_double("rms_norm_eps");
+  c.rope = parse_rope(j, origin);
+  c.tie_word_embeddings = k.opt_bool("tie_word_embeddings", false);
+  const bool attention_bias = k.opt_bool("attention_bias", false);
+  c.qk_norm = c.arch == Arch::Qwen3;
+  c.qkv_bias = c.arch == Arch::Qwen2 ? true : attention_bias;
+  c.o_bias = c.arch == Arch::Qwen2 ? false : attention_bias;
+  c.mlp_bias = c.arch == Arch::Llama ? k.opt_bool("mlp_bias", false) : false;
+  if (auto dt = k.opt_string("torch_dtype")) {
+    c.torch_dtype = parse_dtype(*dt, origin + " (torch_dtype)");
+  } else if (auto dt2 = k.opt_string("dtype")) {
+    c.torch_dtype = parse_dtype(*dt2, origin + " (dtype)");
+  }
+  c.max_position_embeddings = k.opt_int("max_position_embeddings", 0);
+  const auto bos = k.int_list("bos_token_id");
+  if (!bos.empty()) c.bos_token_id = bos[0];
+  c.eos_token_ids = k.int_list("eos_token_id");
+  if (k.find("max_position_embeddings") && c.max_position_embeddings <= 0)
+    fail("{}: max_position_embeddings is {}; it must be a positive context length (or absent)", origin,
+         c.max_position_embeddings);
+  if (check_architecture) {  // a draft head's config may describe another vocabulary
+    std::vector<int64_t> special = c.eos_token_ids;
+    if (c.bos_token_id) special.push_back(*c.bos_token_id);
+    for (int64_t id : special)
+      if (id < 0 || id >= c.vocab_size)
+        fail("{}: special token id {} (eos_token_id / bos_token_id) is outside the vocabulary [0, {}); fix "
+             "config.json",
+             origin, id, c.vocab_size);
+  }
+
+  if (check_architecture) {
+    if (auto act = k.opt_string("hidden_act"); act && *act != "silu")
+      fail("{}: hidden_act '{}' is not supported (only silu)", origin, *act);
+    if (c.arch != Arch::Llama && k.opt_bool("use_sliding_window", false))
+      fail("{}: use_sliding_window is true; sliding-window attention is not supported", origin);
+  }
+  return c;
+}
+
+ModelConfig ModelConfig::load(const std::filesystem::path& dir, bool check_architecture) {
+  const auto path = std::filesystem::is_directory(dir) ? dir / "config.json" : dir;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open config.json (is this a Hugging Face model directory?)", path.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse(ss.str(), path.string(), check_architecture);
+}
+
+}  // namespace ears
