@@ -1,11 +1,8 @@
 #include "decoders/model.h"
 
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include "decoders/kernel_path.h"
 #include "decoders/safetensors.h"
