@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "harness/bench.h"
+#include "harness/bench/bench.h"
 #include "harness/commands.h"
 
 namespace ears {

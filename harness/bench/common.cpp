@@ -1,0 +1,232 @@
+#include "harness/bench/common.h"
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <tuple>
+#include <sstream>
+#include <thread>
+
+#include "decoders/bandwidth.h"
+#include "decoders/kernel_path.h"
+#include "decoders/layers.h"
+#include "decoders/engine.h"
+#include "decoders/model.h"
+#include "decoders/runtime.h"
+#include "decoders/sampling.h"
+#include "decoders/verify.h"
+#include "harness/environment.h"
+#include "harness/error.h"
+#include "harness/model_setup.h"
+
+namespace ears {
+namespace bench {
+
+// ---- environment, bandwidth, output ---------------------------------------------------------
+
+// The machine facts (harness/environment.h); `threads` must already be in effect.
+json environment(int threads) {
+  json env = environment_json();
+  env["threads"] = threads;
+  return env;
+}
+
+json bandwidth_json(const BandwidthResult& r, const std::string& when) {
+  return {{"when", when},         {"bytes", r.bytes},         {"runs", r.runs},     {"threads", r.threads},
+          {"read_gbps", r.read_gbps}, {"copy_gbps", r.copy_gbps}, {"method", r.method}};
+}
+
+
+BandwidthOptions bandwidth_options(const BenchCommon& c, c10::Device device) {
+  BandwidthOptions o;
+  o.device = device;
+  if (c.quick) o.bytes = int64_t{16} << 20, o.runs = 2;
+  return o;
+}
+
+
+std::string cell(const json& v, int decimals) {
+  if (v.is_null()) return "-";
+  if (v.is_string()) return v.get<std::string>();
+  if (decimals >= 0 && v.is_number()) return fmt::format("{:.{}f}", v.get<double>(), decimals);
+  return v.dump();
+}
+
+std::string markdown_table(const std::vector<Column>& cols, const json& rows) {
+  std::string out = "|";
+  for (const auto& c : cols) out += " " + c.header + " |";
+  out += "\n|";
+  for (const auto& c : cols) out += c.decimals >= 0 ? " ---: |" : " --- |";
+  out += "\n";
+  for (const auto& r : rows) {
+    out += "|";
+    for (const auto& c : cols) out += " " + cell(r.contains(c.key) ? r[c.key] : json(), c.decimals) + " |";
+    out += "\n";
+  }
+  return out;
+}
+
+std::string env_line(const json& env) {
+  std::string flags;
+  for (const auto& f : env["cpu_flags"]) flags += (flags.empty() ? "" : " ") + f.get<std::string>();
+  std::string line = fmt::format(
+      "- environment: {} LibTorch threads (OpenMP wait: {}), LibTorch {}{}, CPU: {} ({} logical CPUs; L3 {} MiB; {}; "
+      "ISA {}); kernel path {} (best {}); load average {:.2f} at start{}",
+      env["threads"].get<int>(), env.value("omp_wait_policy", std::string("?")), env["torch_version"].get<std::string>(),
+      env.value("cuda_build", false) ? fmt::format(" (CUDA build, {} device(s))", env.value("cuda_devices", 0)) : "",
+      env["cpu_model"].get<std::string>(), env["logical_cpus"].get<int>(), env["l3_cache_bytes"].get<int64_t>() >> 20,
+      flags.empty() ? "-" : flags, env.value("cpu_isa", std::string("-")), env.value("kernel_path", std::string("?")),
+      env.value("kernel_path_best", std::string("?")), env["load_average_1m"].get<double>(),
+      env.contains("load_average_1m_end") ? fmt::format(", {:.2f} at end", env["load_average_1m_end"].get<double>()) : "");
+  if (env.contains("model")) {
+    const json& m = env["model"];
+    line += fmt::format("\n- model: {} compute, {} weights (checkpoint {}, --dtype {}) on {}, kernel path {}",
+                        m["compute_dtype"].get<std::string>(), m["weight_dtype"].get<std::string>(),
+                        m["checkpoint_dtype"].get<std::string>(), m["dtype_requested"].get<std::string>(),
+                        m["device"].get<std::string>(), m["kernel_path"].get<std::string>());
+  }
+  // (A previous bench run alone keeps the 1-minute load near 1, hence "at least the CPU count".)
+  if (env["load_average_1m"].get<double>() >= env["logical_cpus"].get<double>())
+    line += "\n- WARNING: the machine is busy (load average >= the CPU count): timings are noisy; LibTorch threads "
+            "wait on descheduled peers, so --threads 1 is steadier";
+  return line;
+}
+
+std::string bandwidth_lines(const json& readings) {
+  std::string out;
+  for (const auto& b : readings)
+    out += fmt::format("- bandwidth ({}): read {:.1f} GB/s, copy {:.1f} GB/s (read+write); {} MiB, best of {}, {} "
+                       "thread(s); {}\n",
+                       b["when"].get<std::string>(), b["read_gbps"].get<double>(), b["copy_gbps"].get<double>(),
+                       b["bytes"].get<int64_t>() >> 20, b["runs"].get<int>(), b["threads"].get<int>(),
+                       b.value("method", std::string()));
+  return out;
+}
+
+double max_read(const json& readings) {
+  double m = 0;
+  for (const auto& b : readings) m = std::max(m, b["read_gbps"].get<double>());
+  return m;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+
+// Median wall time (ms) of each function over `repeats` runs after `warmup` runs, device
+// synchronised, the functions taking turns (rotating).
+std::vector<double> time_side_by_side(const std::vector<std::function<void()>>& fns, int warmup, int repeats,
+                                      c10::Device device) {
+  for (int i = 0; i < warmup; ++i)
+    for (const auto& fn : fns) fn();
+  DeviceTimer timer(device);
+  std::vector<std::vector<double>> t(fns.size());
+  rotating(fns.size(), repeats, [&](size_t k) {
+    timer.start();
+    fns[k]();
+    t[k].push_back(timer.stop_ms());
+  });
+  std::vector<double> medians;
+  for (auto& samples : t) medians.push_back(median(std::move(samples)));
+  return medians;
+}
+
+double time_ms(const std::function<void()>& fn, int warmup, int repeats, c10::Device device) {
+  return time_side_by_side({fn}, warmup, repeats, device)[0];
+}
+
+void emit(const BenchCommon& c, const json& doc, const std::string& markdown) {
+  if (c.json) fmt::print("{}\n", doc.dump(2));
+  else fmt::print("{}", markdown);
+  std::fflush(stdout);
+}
+
+const json kBandwidthConventions = {
+    {"read_gbps", "bytes read per second by a load stream over the buffer, one slice per LibTorch thread (CPU; "
+                  "at::sum on a GPU), best of runs; 1 GB = 1e9 bytes"},
+    {"copy_gbps", "(bytes read + bytes written) per second of a buffer copy (STREAM copy convention)"},
+    {"floor", "floor = bytes a step must read (weights + KV span) / read_gbps; the higher of the run's readings"}};
+
+// ---- generated checkpoints ------------------------------------------------------------------
+
+
+std::string human_params(int64_t n) {
+  return n >= 1000000 ? fmt::format("{:.1f}M", n / 1e6) : fmt::format("{:.1f}K", n / 1e3);
+}
+
+GeneratedModelSpec quick_spec(int64_t vocab) {
+  GeneratedModelSpec s;
+  s.hidden = 64, s.layers = 2, s.heads = 4, s.kv_heads = 2, s.head_dim = 16, s.intermediate = 128, s.vocab = vocab;
+  return s;
+}
+
+// Qwen3-0.6B's dimensions (its config.json), random weights.
+// GeneratedModelSpec{} with as many layers as give about `params` parameters (at least 1 layer).
+GeneratedModelSpec spec_with_params(int64_t params) {
+  GeneratedModelSpec s;
+  const int64_t per_layer = s.hidden * (s.heads + 2 * s.kv_heads) * s.head_dim + s.heads * s.head_dim * s.hidden +
+                            3 * s.hidden * s.intermediate + 2 * s.hidden + 2 * s.head_dim;
+  s.layers = std::max<int64_t>(1, (params - s.vocab * s.hidden - s.hidden + per_layer / 2) / per_layer);
+  return s;
+}
+
+// bench forward's generated model: `params` when > 0, else the 100M default grown until its bf16
+// weights are at least twice the last-level cache (a DRAM floor, not a cache floor).
+GeneratedModelSpec sized_spec(int64_t params) {
+  if (params > 0) return spec_with_params(params);
+  GeneratedModelSpec s;
+  const int64_t llc = environment_json().value("l3_cache_bytes", int64_t{0});
+  if (llc > 0 && int64_t{200'000'000} < 2 * llc) s = spec_with_params(llc);  // llc params: 2 x llc bytes of bf16
+  return s;
+}
+
+GeneratedModelSpec qwen3_0_6b_spec(int64_t vocab) {
+  GeneratedModelSpec s;
+  s.hidden = 1024, s.layers = 28, s.heads = 16, s.kv_heads = 8, s.head_dim = 128, s.intermediate = 3072, s.vocab = vocab;
+  return s;
+}
+
+// ---- forward timing -------------------------------------------------------------------------
+
+// A cache of B sequences that each hold `context` positions of random K/V (costs the same to
+// attend over as a real prefill, without running one), with room for `extra` more.
+// (The device's default generator fills it: the values only have to be ordinary numbers.)
+KVCache prefilled_cache(const CausalLM& m, int64_t B, int64_t context, int64_t extra) {
+  KVCache cache = m.new_cache(B, context + extra);
+  for (int64_t l = 0; l < cache.n_layers(); ++l) {
+    cache.k(l).normal_();
+    cache.v(l).normal_();
+  }
+  cache.commit(cache.prepare_append(context));
+  return cache;
+}
+
+// One forward of T random tokens per sequence at the cache's current lengths, rolled back after.
+std::function<void()> decode_step(const CausalLM& m, KVCache& cache, int64_t T, at::Generator& gen) {
+  const at::Tensor ids = at::randint(m.config().vocab_size, {cache.batch(), T}, gen, at::kLong).to(m.device());
+  const std::vector<int64_t> lengths = cache.lengths();
+  return [&m, &cache, ids, lengths] {
+    ForwardOutput out = m.forward(ids, cache);
+    cache.set_lengths(lengths);
+  };
+}
+
+int64_t dtype_bytes(c10::ScalarType t) { return static_cast<int64_t>(c10::elementSize(t)); }
+
+// K and V bytes one step reads over `span` positions per sequence.
+int64_t kv_read_bytes(const ModelConfig& c, int64_t B, int64_t span, c10::ScalarType dtype) {
+  return c.num_hidden_layers * 2 * B * c.num_key_value_heads * span * c.head_dim * dtype_bytes(dtype);
+}
+
+}  // namespace bench
+}  // namespace ears

@@ -1,0 +1,97 @@
+// What the bench commands share (harness/bench/*.cpp): machine facts and bandwidth readings,
+// Markdown tables, side-by-side timing, generated checkpoints and forward steps.
+#pragma once
+#include <ATen/core/Generator.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "decoders/bandwidth.h"
+#include "decoders/kv_cache.h"
+#include "harness/bench/bench.h"
+
+namespace ears {
+
+class CausalLM;
+
+namespace bench {
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+// The machine facts (harness/environment.h); `threads` must already be in effect.
+json environment(int threads);
+json bandwidth_json(const BandwidthResult& r, const std::string& when);
+extern const json kBandwidthConventions;
+BandwidthOptions bandwidth_options(const BenchCommon& c, c10::Device device);
+
+struct Column {
+  std::string key, header;
+  int decimals = -1;  // < 0: printed as is (integers, strings)
+};
+std::string cell(const json& v, int decimals);
+std::string markdown_table(const std::vector<Column>& cols, const json& rows);
+std::string env_line(const json& env);
+std::string bandwidth_lines(const json& readings);
+double max_read(const json& readings);
+double median(std::vector<double> v);
+
+// Calls run(k) for k < n, `repeats` times each: run by run the n take turns in rotating order
+// (0..n-1, then 1..n-1,0, ...), so that drift in the machine's speed (these VMs' bandwidth
+// varies) reaches each of them alike.
+template <class Run>
+void rotating(size_t n, int repeats, Run&& run) {
+  for (int r = 0; r < repeats; ++r)
+    for (size_t i = 0; i < n; ++i) run((i + static_cast<size_t>(r)) % n);
+}
+
+// Median wall time (ms) of each function over `repeats` runs after `warmup` runs, device
+// synchronised, the functions taking turns (rotating).
+std::vector<double> time_side_by_side(const std::vector<std::function<void()>>& fns, int warmup, int repeats,
+                                      c10::Device device);
+double time_ms(const std::function<void()>& fn, int warmup, int repeats, c10::Device device);
+void emit(const BenchCommon& c, const json& doc, const std::string& markdown);
+
+// A scratch directory under the system temp dir, removed with everything in it.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& tag) {
+    path = fs::temp_directory_path() / fmt::format("ears-bench-{}-{}", tag, ::getpid());
+    fs::remove_all(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+std::string human_params(int64_t n);
+GeneratedModelSpec quick_spec(int64_t vocab);
+// GeneratedModelSpec{} with as many layers as give about `params` parameters (at least 1 layer).
+GeneratedModelSpec spec_with_params(int64_t params);
+// bench forward's generated model: `params` when > 0, else the 100M default grown until its bf16
+// weights are at least twice the last-level cache (a DRAM floor, not a cache floor).
+GeneratedModelSpec sized_spec(int64_t params);
+// Qwen3-0.6B's dimensions (its config.json), random weights.
+GeneratedModelSpec qwen3_0_6b_spec(int64_t vocab);
+
+// A cache of B sequences that each hold `context` positions of random K/V, with room for `extra`.
+KVCache prefilled_cache(const CausalLM& m, int64_t B, int64_t context, int64_t extra);
+// One forward of T random tokens per sequence at the cache's current lengths, rolled back after.
+std::function<void()> decode_step(const CausalLM& m, KVCache& cache, int64_t T, at::Generator& gen);
+int64_t dtype_bytes(c10::ScalarType t);
+// K and V bytes one step reads over `span` positions per sequence.
+int64_t kv_read_bytes(const ModelConfig& c, int64_t B, int64_t span, c10::ScalarType dtype);
+
+}  // namespace bench
+}  // namespace ears

@@ -1,0 +1,242 @@
+#include "harness/bench/common.h"
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <tuple>
+#include <sstream>
+#include <thread>
+
+#include "decoders/bandwidth.h"
+#include "decoders/kernel_path.h"
+#include "decoders/layers.h"
+#include "decoders/engine.h"
+#include "decoders/model.h"
+#include "decoders/runtime.h"
+#include "decoders/sampling.h"
+#include "decoders/verify.h"
+#include "harness/environment.h"
+#include "harness/error.h"
+#include "harness/model_setup.h"
+
+namespace ears {
+using namespace bench;
+
+namespace {
+
+// The validated shape of one `bench forward` run.
+struct ForwardPlan {
+  std::vector<std::string> dtypes;
+  std::vector<int> batches;
+  int repeats = 0, warmup = 0;
+};
+
+ForwardPlan forward_plan(const ForwardBenchArgs& a, const BenchCommon& c) {
+  ForwardPlan p;
+  p.dtypes = a.dtypes.empty() ? std::vector<std::string>{"bfloat16", "float32"} : a.dtypes;
+  p.batches = a.batches;
+  if (p.batches.empty()) p.batches = c.quick ? std::vector<int>{1, 2} : std::vector<int>{1, 4, 16};
+  for (int b : p.batches)
+    if (b < 1) fail("--batch: batch sizes must be >= 1 (got {})", b);
+  if (a.gamma < 1) fail("--gamma must be >= 1 (got {})", a.gamma);
+  if (a.context < 1) fail("--context must be >= 1 (got {})", a.context);
+  for (const auto& d : p.dtypes) parse_dtype(d, "--dtype");
+  p.repeats = c.repeats > 0 ? c.repeats : (c.quick ? 2 : 15);
+  p.warmup = c.quick ? 1 : 3;
+  return p;
+}
+
+// A model as it runs on one kernel path (a model keeps the weight layout of the path it was
+// loaded on; each timed forward switches to its own path).
+struct PathModel {
+  std::string name;
+  kernels::Path path;
+  CausalLM model;
+};
+
+// The model on the default path, plus (--compare-kernels, CPU) the same weights on the aten path.
+std::vector<PathModel> load_paths(const fs::path& dir, c10::Device device, c10::ScalarType dtype, bool compare) {
+  const kernels::Path start = kernels::path();
+  std::vector<PathModel> paths;
+  const std::string name = layers::kernel_path_name(device, dtype);
+  paths.push_back({name, start, CausalLM::load(dir, device, dtype)});
+  if (compare && device.is_cpu() && name != "aten") {
+    kernels::set_path(kernels::Path::aten);
+    paths.push_back({"aten", kernels::Path::aten, CausalLM::load(dir, device, dtype)});
+    kernels::set_path(start);
+  }
+  return paths;
+}
+
+struct ForwardTables {
+  json rows = json::array(), summary = json::array();
+  std::vector<std::string> speedups;  // --compare-kernels
+};
+
+// Times every path at batch B and T new tokens side by side; one row per path.
+void time_shape(const ForwardBenchArgs& a, const ForwardPlan& plan, std::vector<PathModel>& paths,
+                std::vector<KVCache>& caches, int B, int T, const std::string& label, at::Generator& gen,
+                c10::Device device, std::map<std::tuple<size_t, int, int>, double>& ms, ForwardTables& t) {
+  const kernels::Path start = kernels::path();
+  std::vector<std::function<void()>> steps;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    std::function<void()> step = decode_step(paths[i].model, caches[i], T, gen);
+    steps.push_back([path = paths[i].path, step] {
+      kernels::set_path(path);
+      step();
+    });
+  }
+  const std::vector<double> medians = time_side_by_side(steps, plan.warmup, plan.repeats, device);
+  kernels::set_path(start);
+  const ModelConfig& cfg = paths[0].model.config();
+  const c10::ScalarType dtype = paths[0].model.dtype();
+  for (size_t i = 0; i < paths.size(); ++i) {
+    ms[{i, B, T}] = medians[i];
+    t.rows.push_back({{"model", label}, {"path", paths[i].name}, {"params", param_count(cfg)},
+                      {"streamed_params", streamed_param_count(cfg)}, {"dtype", dtype_name(dtype)}, {"batch", B},
+                      {"tokens_per_step", T}, {"ms_per_step", medians[i]},
+                      {"weight_bytes", streamed_param_count(cfg) * dtype_bytes(dtype)},
+                      {"kv_bytes", kv_read_bytes(cfg, B, a.context + T, dtype)}, {"context", a.context},
+                      {"tokens_per_s", B * T / (medians[i] / 1e3)}});
+  }
+  if (paths.size() == 2)
+    t.speedups.push_back(fmt::format("{} batch {} × {} token(s): {:.2f}×", dtype_name(dtype), B, T,
+                                     ms[{1, B, T}] / ms[{0, B, T}]));
+}
+
+// Every batch size and token count for one dtype, then its summary rows.
+void time_dtype(const ForwardBenchArgs& a, const ForwardPlan& plan, const fs::path& dir, c10::Device device,
+                c10::ScalarType dtype, at::Generator& gen, ForwardTables& t) {
+  std::vector<PathModel> paths = load_paths(dir, device, dtype, a.compare_kernels);
+  const ModelConfig& cfg = paths[0].model.config();
+  std::string label = a.model.empty() ? fmt::format("generated qwen3 {} (V={})", human_params(param_count(cfg)),
+                                                    cfg.vocab_size)
+                                      : fs::path(a.model).lexically_normal().filename().string();
+  if (label.empty()) label = fs::path(a.model).lexically_normal().parent_path().filename().string();
+  std::map<std::tuple<size_t, int, int>, double> ms;  // (path, batch, tokens) -> median
+  for (int B : plan.batches) {
+    std::vector<KVCache> caches;
+    for (const PathModel& p : paths) caches.push_back(prefilled_cache(p.model, B, a.context, a.gamma + 1));
+    for (int T : {1, a.gamma + 1}) time_shape(a, plan, paths, caches, B, T, label, gen, device, ms, t);
+  }
+  const int bmax = *std::max_element(plan.batches.begin(), plan.batches.end());
+  const int bmin = *std::min_element(plan.batches.begin(), plan.batches.end());
+  for (size_t i = 0; i < paths.size(); ++i) {
+    json s = {{"model", label}, {"path", paths[i].name}, {"dtype", dtype_name(dtype)}, {"params", param_count(cfg)},
+              {"min_batch", bmin}, {"max_batch", bmax}, {"gamma", a.gamma}};
+    s["verify_over_decode_b1"] = ms[{i, bmin, a.gamma + 1}] / ms[{i, bmin, 1}];
+    s["throughput_max_batch_over_b1"] = (bmax / ms[{i, bmax, 1}]) / (bmin / ms[{i, bmin, 1}]);
+    t.summary.push_back(s);
+  }
+}
+
+// The Markdown header lines above the tables.
+std::string forward_notes(const ForwardBenchArgs& a, const json& doc, const ForwardTables& t) {
+  const json& rows = t.rows;
+  std::string md = fmt::format(
+      "- floor = (weights streamed per step + K/V read over the {}+T span) ÷ {:.1f} GB/s (the higher read reading "
+      "of this run); ratio = ms/step ÷ floor\n",
+      a.context, doc["floor_read_gbps"].get<double>());
+  md += "- " + doc["conventions"]["ms_per_step"].get<std::string>() + "; tokens/s = batch × tokens/step ÷ step time\n";
+  const int64_t l3 = doc["env"]["l3_cache_bytes"].get<int64_t>();
+  for (const auto& r : rows)
+    if (l3 > 0 && r["weight_bytes"].get<int64_t>() < l3 && r["batch"] == rows[0]["batch"] &&
+        r["tokens_per_step"] == 1 && r["path"] == rows[0]["path"])
+      md += fmt::format("- note: {} {} weights ({} MiB) fit in the reported L3 ({} MiB, shared on a VM): a ratio below 1 "
+                        "is possible\n",
+                        r["model"].get<std::string>(), r["dtype"].get<std::string>(),
+                        r["weight_bytes"].get<int64_t>() >> 20, l3 >> 20);
+  if (a.model.empty() && !rows.empty())
+    md += fmt::format("- generated model: Qwen3, {} parameters incl. tied embeddings ({} streamed per step), random "
+                      "bf16 weights\n",
+                      rows[0]["params"].get<int64_t>(), rows[0]["streamed_params"].get<int64_t>());
+  if (!t.speedups.empty()) {
+    md += "- CPU kernels vs plain ATen, timed side by side (ATen ms ÷ kernels ms):";
+    for (size_t i = 0; i < t.speedups.size(); ++i) md += (i ? "; " : " ") + t.speedups[i];
+    md += "\n";
+  }
+  return md;
+}
+
+std::string forward_markdown(const ForwardBenchArgs& a, const json& doc, const ForwardTables& t) {
+  std::string md = "## ears-bench bench forward\n\n" + env_line(doc["env"]) + "\n" + bandwidth_lines(doc["bandwidth"]);
+  md += forward_notes(a, doc, t);
+  md += "\n" + markdown_table({{"model", "model", -1},
+                                {"path", "path", -1},
+                                {"dtype", "dtype", -1},
+                                {"batch", "batch", -1},
+                                {"tokens_per_step", "tokens/step", -1},
+                                {"ms_per_step", "ms/step", 2},
+                                {"floor_ms", "floor ms", 2},
+                                {"ratio", "ratio", 2},
+                                {"tokens_per_s", "tokens/s", 1}},
+                               t.rows);
+  const json& summary = t.summary;
+  const int bmin = summary.empty() ? 1 : summary[0]["min_batch"].get<int>();
+  const std::string tput = summary.empty() ? std::string("throughput ratio")
+                                           : fmt::format("batch {} ÷ batch {} throughput (1 token)",
+                                                         summary[0]["max_batch"].get<int>(), bmin);
+  md += "\n" + markdown_table({{"model", "model", -1},
+                                {"path", "path", -1},
+                                {"dtype", "dtype", -1},
+                                {"verify_over_decode_b1", fmt::format("verify {} ÷ decode 1 (batch {})", a.gamma + 1, bmin), 2},
+                                {"throughput_max_batch_over_b1", tput, 2}},
+                               summary);
+  return md;
+}
+
+}  // namespace
+
+int run_bench_forward(const ForwardBenchArgs& a, const BenchCommon& c) {
+  const int threads = set_threads(c.threads);
+  json env = environment(threads);  // before the benchmark loads the machine
+  const c10::Device device = parse_device(c.device, "--device");
+  const ForwardPlan plan = forward_plan(a, c);
+  json bw = json::array({bandwidth_json(measure_bandwidth(bandwidth_options(c, device)), "start")});
+
+  std::optional<TempDir> tmp;
+  fs::path dir = a.model;
+  if (a.model.empty()) {
+    tmp.emplace("forward");
+    dir = tmp->path;
+    write_random_qwen3(c.quick ? quick_spec(1000) : sized_spec(a.params), dir, 1234);
+  } else if (!fs::is_directory(a.model)) {
+    fail("--model: '{}' is not a checkpoint directory; pass a Hugging Face directory with config.json", a.model);
+  }
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  ForwardTables t;
+  for (const auto& dname : plan.dtypes) time_dtype(a, plan, dir, device, parse_dtype(dname, "--dtype"), gen, t);
+  bw.push_back(bandwidth_json(measure_bandwidth(bandwidth_options(c, device)), "end"));
+  const double floor_bw = max_read(bw);
+  for (auto& r : t.rows) {
+    const double bytes = r["weight_bytes"].get<double>() + r["kv_bytes"].get<double>();
+    r["floor_ms"] = bytes / (floor_bw * 1e9) * 1e3;
+    r["ratio"] = r["ms_per_step"].get<double>() / r["floor_ms"].get<double>();
+  }
+
+  json doc;
+  doc["command"] = "forward";
+  env["load_average_1m_end"] = load_average_1m();
+  doc["env"] = env;
+  doc["bandwidth"] = bw;
+  doc["floor_read_gbps"] = floor_bw;
+  doc["conventions"] = kBandwidthConventions;
+  doc["conventions"]["ms_per_step"] =
+      fmt::format("median of {} timed forwards (after {} warm-up) of T new tokens per sequence over a KV cache "
+                  "holding {} positions of random K/V; logits for all T rows",
+                  plan.repeats, plan.warmup, a.context);
+  doc["conventions"]["tokens_per_s"] = "batch * tokens_per_step / step time (positions scored per second)";
+  doc["conventions"]["timer"] = DeviceTimer(device).method();
+  doc["rows"] = t.rows;
+  doc["summary"] = t.summary;
+  emit(c, doc, forward_markdown(a, doc, t));
+  return 0;
+}
+
+}  // namespace ears
