@@ -1,4 +1,4 @@
-// `ears-bench bench <bandwidth|forward|verify|e2e>`: performance benchmarks (harness/bench.h).
+// `ears-bench bench <bandwidth|forward|verify|e2e>`: performance benchmarks (harness/bench/bench.h).
 #include <CLI/CLI.hpp>
 
 #include <memory>
