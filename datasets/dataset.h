@@ -10,15 +10,16 @@
 //               distinct train rows drawn with splitmix64 from (spec.seed, the request's index
 //               in its file), never the request's own question; so a request's prompt does not
 //               depend on limit/offset. scorer "gsm8k".
-//   nq_open     {"question","answer":[...]} (NQ-open dev). Prompt as lm-eval nq_open.yaml:
-//               "Answer these questions:\nQ: {question}?\nA:" (its description + doc_to_text).
-//               gold = the answer list. scorer "qa". No n-shot (no train file).
+//   nq_open     {"question","answer":[...]} (NQ-open dev). Prompt byte-equal to lm-eval
+//               nq_open.yaml (version 4.0) zero-shot: description + doc_to_text =
+//               "Answer these questions:\n\nQ: {question}?\nA:" (nq_open_prompt). gold = the
+//               answer list. scorer "squad" (or dataset.scorer lm_eval_nq_open). No n-shot.
 //   spec_bench  Spec-Bench question.jsonl: prompt = turns[0], category = "category", id =
 //               "spec_bench/<question_id>". Throughput only (gold empty, scorer "none").
 //   jsonl       any JSONL: prompt_field (default "prompt", required on every line),
 //               answer_field (default "answer": string | number | list; absent = no gold),
 //               category_field (default "category": string | number; absent = ""). Fields may
-//               be dotted paths with array indices ("turns.0"). scorer: spec.scorer, else "qa"
+//               be dotted paths with array indices ("turns.0"). scorer: spec.scorer, else "squad"
 //               when any line has gold, else "none".
 //   synth-gsm   generated GSM8K-format problems (datasets/synth_gsm.h), spec.synth_n of them
 //               for spec.seed and split train|test; prompts as gsm8k (n-shot exemplars come
@@ -75,7 +76,9 @@ struct DatasetSpec {
   // Optional override of the per-question prompt format; must contain "{question}" (every
   // occurrence is replaced). With n_shot > 0 the exemplar block is still prepended.
   std::string prompt_template;
-  std::string scorer;                   // override: gsm8k | qa | none; empty = dataset default
+  std::string scorer;                   // override: a kScorerTable name (datasets/scoring.h):
+                                        // gsm8k | squad | lm_eval_nq_open | qa (= squad) | none;
+                                        // empty = the dataset's default
   std::vector<std::string> categories;  // keep only these categories (empty = all)
 };
 
@@ -83,13 +86,21 @@ struct Dataset {
   std::vector<Request> requests;
   std::size_t skipped_lines = 0;
   std::string resolved_path;  // the file read ("" for generated datasets)
-  std::string scorer;         // "gsm8k" | "qa" | "none"
+  std::string scorer;         // a kScorerTable name: "gsm8k" | "squad" | "none" by default
 };
 
 // Zero-shot GSM8K instruction appended to the question (after a "\n").
 inline constexpr std::string_view kGsm8kInstruction =
     "Please reason step by step, and write the final answer as a number on the last line in "
     "the form \"#### <number>\".";
+
+// lm-eval nq_open.yaml (version 4.0) `description`, the start of every zero-shot NQ-open
+// prompt. (Earlier lm-eval versions had one "\n".)
+inline constexpr std::string_view kNqOpenDescription = "Answer these questions:\n\n";
+// The NQ-open prompt: kNqOpenDescription + doc_to_text "Q: {question}?\nA:". With
+// prompt_format: chat the whole text is the user turn (lm-eval --apply_chat_template would put
+// the description in a system turn instead).
+std::string nq_open_prompt(const std::string& question);
 
 Dataset load_dataset(const DatasetSpec& spec);
 

@@ -308,7 +308,7 @@ Dataset load_nq_open(const DatasetSpec& spec, bool skip) {
          split);
   std::string id_split = split == "train" ? "train" : "dev";
   Dataset ds;
-  ds.scorer = "qa";
+  ds.scorer = "squad";
   ds.resolved_path = resolve_file("nq_open", spec.path, split);
   std::size_t index = 0;
   ds.skipped_lines = read_jsonl(ds.resolved_path, skip, [&](const json& j, std::size_t line) {
@@ -317,7 +317,7 @@ Dataset load_nq_open(const DatasetSpec& spec, bool skip) {
     if (gold.empty()) throw LineError{"field 'answer' is empty"};
     Request r;
     r.id = fmt::format("nq_open/{}/{}", id_split, index++);
-    r.prompt = spec.prompt_template.empty() ? "Answer these questions:\nQ: " + q + "?\nA:"
+    r.prompt = spec.prompt_template.empty() ? nq_open_prompt(q)
                                             : apply_template(spec.prompt_template, q);
     r.gold = std::move(gold);
     r.category = "nq_open";
@@ -377,7 +377,7 @@ Dataset load_jsonl(const DatasetSpec& spec, bool skip) {
     any_gold = any_gold || !r.gold.empty();
     ds.requests.push_back(std::move(r));
   });
-  ds.scorer = any_gold ? "qa" : "none";
+  ds.scorer = any_gold ? "squad" : "none";
   return ds;
 }
 
@@ -442,6 +442,10 @@ std::string gsm8k_prompt(const std::string& question,
   return out;
 }
 
+std::string nq_open_prompt(const std::string& question) {
+  return std::string(kNqOpenDescription) + "Q: " + question + "?\nA:";
+}
+
 std::vector<std::string> default_stop_strings(const std::string& name, int n_shot) {
   if (name == "gsm8k" || name == "synth-gsm") {
     if (n_shot > 0) return {"Question:", "</s>", "<|im_end|>"};
@@ -475,9 +479,9 @@ Dataset load_dataset(const DatasetSpec& spec) {
   if (!spec.prompt_template.empty() &&
       spec.prompt_template.find("{question}") == std::string::npos)
     fail("dataset '{}': prompt_template must contain '{{question}}'", spec.name);
-  if (!spec.scorer.empty() && spec.scorer != "gsm8k" && spec.scorer != "qa" &&
-      spec.scorer != "none")
-    fail("dataset '{}': unknown scorer '{}'; use gsm8k, qa or none", spec.name, spec.scorer);
+  if (!spec.scorer.empty() && !find_scorer(spec.scorer))
+    fail("dataset '{}': unknown scorer '{}'; use one of: {}", spec.name, spec.scorer,
+         scorer_list());
 
   bool skip = spec.on_error == "skip";
   Dataset ds;

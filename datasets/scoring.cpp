@@ -94,6 +94,12 @@ const Regex& flexible_regex() {
   static const Regex re(R"((-?[$0-9.,]{2,})|(-?[0-9]+))");
   return re;
 }
+// lm-eval nq_open.yaml regexes_to_ignore (re.sub(regex, "", x); "The " is listed twice there).
+const Regex& lm_eval_nq_open_regex() {
+  static const Regex re(R"(\b(?:The |the |An |A |The |a |an ))",
+                        PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF);
+  return re;
+}
 const Regex& articles_regex() {
   // Python's `\b` on str is Unicode-aware: UCP makes PCRE2's \b/\w agree.
   static const Regex re(R"(\b(a|an|the)\b)", PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF);
@@ -105,49 +111,6 @@ std::string_view strip(std::string_view s) {
   while (!s.empty() && ws(s.front())) s.remove_prefix(1);
   while (!s.empty() && ws(s.back())) s.remove_suffix(1);
   return s;
-}
-
-// ---- minimal UTF-8 code point handling (lower-casing and white space) ----
-
-// Simple lower-case mapping for the scripts that occur in our QA data.
-char32_t to_lower(char32_t c) {
-  if (c >= 'A' && c <= 'Z') return c + 32;
-  if (c < 0xC0) return c;
-  if (c <= 0xDE) return c == 0xD7 ? c : c + 32;  // Latin-1 (× excluded)
-  if (c >= 0x100 && c <= 0x137) return c | 1;    // Latin Extended-A, even = upper
-  if (c >= 0x139 && c <= 0x148) return (c & 1) ? c + 1 : c;
-  if (c >= 0x14A && c <= 0x177) return c | 1;
-  if (c == 0x178) return 0xFF;
-  if (c >= 0x179 && c <= 0x17E) return (c & 1) ? c + 1 : c;
-  if (c == 0x386) return 0x3AC;
-  if (c >= 0x388 && c <= 0x38A) return c + 37;
-  if (c == 0x38C) return 0x3CC;
-  if (c == 0x38E || c == 0x38F) return c + 63;
-  if (c >= 0x391 && c <= 0x3AB && c != 0x3A2) return c + 32;  // Greek
-  if (c >= 0x400 && c <= 0x40F) return c + 80;                // Cyrillic
-  if (c >= 0x410 && c <= 0x42F) return c + 32;
-  return c;
-}
-
-std::string lower(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size();) {
-    char32_t cp = 0;
-    std::size_t n = utf8::decode(s, i, cp);
-    if (n == 0) {  // invalid byte: keep it
-      out += s[i++];
-      continue;
-    }
-    if (cp == 0x130) {  // İ -> i + combining dot, as Python does
-      out += 'i';
-      utf8::append(out, 0x307);
-    } else {
-      utf8::append(out, to_lower(cp));
-    }
-    i += n;
-  }
-  return out;
 }
 
 // Python str.isspace() white space.
@@ -179,6 +142,44 @@ std::vector<std::string> split_ws(std::string_view s) {
 bool is_ascii_punct(char c) {
   static constexpr std::string_view kPunct = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~";
   return kPunct.find(c) != std::string_view::npos;
+}
+
+// Python str.lstrip(): leading str.isspace() characters removed.
+std::string_view lstrip_unicode(std::string_view s) {
+  std::size_t i = 0;
+  for (char32_t cp = 0; i < s.size();) {
+    const std::size_t n = utf8::decode(s, i, cp);
+    if (n == 0 || !is_space(cp)) break;
+    i += n;
+  }
+  return s.substr(i);
+}
+
+// Code points of valid UTF-8 text.
+std::size_t code_points(std::string_view s) {
+  return static_cast<std::size_t>(
+      std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+// lm-eval nq_open, first stage: text (after U+FFFD replacement) -> re.sub(regex, "", text), as
+// numpy then stores it (np.array drops trailing U+0000 characters).
+std::string lm_eval_regex_stage(std::string_view text) {
+  std::string s = lm_eval_nq_open_regex().replace_all(utf8::sanitize(text), "");
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+// Second stage: np.char.lower at a fixed width (0 = none) -> delete string.punctuation.
+std::string lm_eval_case_punct_stage(const std::string& s, std::size_t width) {
+  std::string low = utf8::lower(s);
+  if (width > 0) {  // numpy keeps the array's <U{width} dtype: longer results are cut
+    std::size_t cps = 0, i = 0;
+    for (; i < low.size(); ++i)
+      if ((static_cast<unsigned char>(low[i]) & 0xC0) != 0x80 && cps++ == width) break;
+    low.resize(i);
+  }
+  low.erase(std::remove_if(low.begin(), low.end(), is_ascii_punct), low.end());
+  return low;
 }
 
 }  // namespace
@@ -215,14 +216,14 @@ std::string gsm8k_normalize(std::string_view text) {
     s.pop_back();
   else if (s.size() >= 2 && s[s.size() - 1] == '\n' && s[s.size() - 2] == '.')
     s.erase(s.size() - 2, 1);
-  return lower(s);
+  return utf8::lower(s);
 }
 
 std::string normalize_answer(std::string_view text) {
   // Invalid UTF-8 -> U+FFFD first (Python's errors="replace"): normalisation then works on text,
   // as SQuAD's does, and removing punctuation cannot join stray bytes into new characters (found
   // by fuzz_scoring: normalize_answer was not idempotent on such input).
-  std::string s = lower(utf8::sanitize(text));
+  std::string s = utf8::lower(utf8::sanitize(text));
   s.erase(std::remove_if(s.begin(), s.end(), is_ascii_punct), s.end());
   s = articles_regex().replace_all(s, " ");
   std::string out;
@@ -268,32 +269,82 @@ bool qa_contains(std::string_view prediction, std::string_view gold) {
   return std::search(p.begin(), p.end(), g.begin(), g.end()) != p.end();
 }
 
+std::string lm_eval_nq_open_normalize(std::string_view text, std::size_t width) {
+  return lm_eval_case_punct_stage(lm_eval_regex_stage(text), width);
+}
+
+double lm_eval_nq_open_exact_match(std::string_view prediction,
+                                   const std::vector<std::string>& gold) {
+  // exact_match_hf_evaluate(predictions=[pred] * len(gold), references=gold): two numpy arrays,
+  // each as wide as its longest string.
+  const std::string pred = lm_eval_regex_stage(lstrip_unicode(utf8::sanitize(prediction)));
+  std::vector<std::string> refs;
+  std::size_t ref_width = 0;
+  for (const auto& g : gold) {
+    refs.push_back(lm_eval_regex_stage(g));
+    ref_width = std::max(ref_width, code_points(refs.back()));
+  }
+  const std::string p = lm_eval_case_punct_stage(pred, code_points(pred));
+  for (const auto& r : refs)
+    if (lm_eval_case_punct_stage(r, ref_width) == p) return 1.0;
+  return 0.0;
+}
+
+Score score_gsm8k(std::string_view output, const std::vector<std::string>& gold) {
+  Score s;
+  if (gold.empty()) return s;
+  const std::string strict = gsm8k_strict_extract(output);
+  const std::string flexible = gsm8k_flexible_extract(output);
+  for (const auto& g : gold) {
+    const std::string want = gsm8k_normalize(g);
+    if (strict != kInvalidAnswer && gsm8k_normalize(strict) == want) s.strict = true;
+    if (flexible != kInvalidAnswer && gsm8k_normalize(flexible) == want) s.flexible = true;
+  }
+  s.em = s.f1 = s.strict ? 1.0 : 0.0;
+  return s;
+}
+
+Score score_squad(std::string_view output, const std::vector<std::string>& gold) {
+  Score s;
+  for (const auto& g : gold) {
+    s.em = std::max(s.em, qa_exact_match(output, g));
+    s.f1 = std::max(s.f1, qa_f1(output, g));
+    if (qa_contains(output, g)) s.flexible = true;
+  }
+  s.strict = s.em == 1.0;
+  return s;
+}
+
+Score score_lm_eval_nq_open(std::string_view output, const std::vector<std::string>& gold) {
+  Score s;
+  if (gold.empty()) return s;
+  s.em = s.f1 = lm_eval_nq_open_exact_match(output, gold);
+  s.strict = s.flexible = s.em == 1.0;
+  return s;
+}
+
+Score score_none(std::string_view, const std::vector<std::string>&) { return {}; }
+
+const ScorerDef* find_scorer(std::string_view name) {
+  for (const auto& d : kScorerTable)
+    if (d.name == name) return &d;
+  return nullptr;
+}
+
+std::string scorer_list(std::string_view sep) {
+  std::string out;
+  for (const auto& d : kScorerTable) {
+    if (!out.empty()) out += sep;
+    out += d.name;
+  }
+  return out;
+}
+
 Score score(const std::string& scorer, const std::string& output,
             const std::vector<std::string>& gold) {
-  Score s;
-  if (scorer == "none") return s;
-  if (scorer == "gsm8k") {
-    if (gold.empty()) return s;
-    std::string strict = gsm8k_strict_extract(output);
-    std::string flexible = gsm8k_flexible_extract(output);
-    for (const auto& g : gold) {
-      std::string want = gsm8k_normalize(g);
-      if (strict != kInvalidAnswer && gsm8k_normalize(strict) == want) s.strict = true;
-      if (flexible != kInvalidAnswer && gsm8k_normalize(flexible) == want) s.flexible = true;
-    }
-    s.em = s.f1 = s.strict ? 1.0 : 0.0;
-    return s;
-  }
-  if (scorer == "qa") {
-    for (const auto& g : gold) {
-      s.em = std::max(s.em, qa_exact_match(output, g));
-      s.f1 = std::max(s.f1, qa_f1(output, g));
-      if (qa_contains(output, g)) s.flexible = true;
-    }
-    s.strict = s.em == 1.0;
-    return s;
-  }
-  fail("unknown scorer '{}'; use one of: gsm8k, qa, none", scorer);
+  const ScorerDef* d = find_scorer(scorer);
+  if (!d) fail("unknown scorer '{}'; use one of: {}", scorer, scorer_list());
+  return d->fn(output, gold);
 }
 
 }  // namespace ears

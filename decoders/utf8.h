@@ -1,5 +1,6 @@
-// UTF-8: validation, decoding and U+FFFD replacement, shared by the tokenizer, the dataset
-// loaders and scorers, and the config reader. Torch-free (library ears_utf8).
+// UTF-8: validation, decoding, U+FFFD replacement and Python-compatible lower-casing, shared by
+// the tokenizer, the dataset loaders and scorers, and the config reader. Torch-free (library
+// ears_utf8; character properties from utf8proc).
 //
 // "Valid" is RFC 3629 / Unicode: no overlong forms, no surrogates, nothing above U+10FFFF.
 // Replacement follows the Unicode "maximal subpart" practice (as Python's errors="replace" and
@@ -39,5 +40,14 @@ inline bool is_valid(std::string_view s) { return first_invalid(s) == std::strin
 std::size_t decode_into(std::string_view in, std::string& out, bool final);
 // Every maximal invalid subpart -> U+FFFD; valid input is returned unchanged.
 std::string sanitize(std::string_view s);
+
+// Python's str.lower(): the Unicode full lower-case mapping, i.e. utf8proc's simple mapping per
+// code point, except U+0130 (İ) -> "i\u0307" and U+03A3 (Σ) -> U+03C2 (ς) in the Final_Sigma
+// context (a cased letter before it, case-ignorable characters skipped, and no cased letter
+// after it, case-ignorable characters skipped), else U+03C3 (σ). Cased / case-ignorable are
+// the Unicode derived properties, built from utf8proc's categories and case mappings. Bytes
+// that are not valid UTF-8 are copied unchanged (and count as neither). Unicode version:
+// utf8proc's (2.8: Unicode 15; CPython 3.11 uses 14, so only characters new in 15 can differ).
+std::string lower(std::string_view s);
 
 }  // namespace ears::utf8

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "datasets/scoring.h"
+
 namespace ears::config {
 
 // ---- allowed values (validated by the parser; other modules may rely on them) ----
@@ -29,7 +31,7 @@ inline constexpr std::array<std::string_view, 6> kDatasetNames = {"gsm8k",      
                                                                  "jsonl",      "synth-gsm", "open-stems"};
 inline constexpr std::array<std::string_view, 2> kPromptFormats = {"raw", "chat"};
 inline constexpr std::array<std::string_view, 2> kOnError = {"fail", "skip"};
-inline constexpr std::array<std::string_view, 3> kScorers = {"gsm8k", "qa", "none"};
+inline constexpr auto kScorers = ears::scorer_names();  // datasets/scoring.h kScorerTable
 inline constexpr std::array<std::string_view, 2> kRunOrders = {"interleaved", "random"};
 inline constexpr std::array<std::string_view, 13> kSpecBenchCategories = {
     "writing", "roleplay",    "reasoning",     "math", "coding",         "extraction", "stem",
@@ -93,7 +95,8 @@ struct DatasetSection {
   std::int64_t n = 200;                // synth-gsm only: number of generated problems
   std::string on_error = "fail";       // fail | skip  (bad JSONL lines)
   std::string prompt_template;         // empty = the dataset's prompt; else must contain {question}
-  std::string scorer;                  // empty = the dataset's scorer; else gsm8k | qa | none
+  std::string scorer;                  // empty = the dataset's scorer; else a kScorers name:
+                                       // gsm8k | squad | lm_eval_nq_open | qa (= squad) | none
   DatasetFields fields;
   std::vector<std::string> categories;  // spec_bench / jsonl: keep only these (empty = all)
   bool operator==(const DatasetSection&) const = default;

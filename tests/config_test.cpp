@@ -310,7 +310,7 @@ TEST(ConfigErrors, EveryOutOfRangeValueNamesTheRange) {
       {"  name: gsm8k", "  offset: -1", "dataset.offset", "-1 is out of range; offset must be >= 0"},
       {"  name: gsm8k", "  n_shot: 100", "dataset.n_shot", "100 is out of range; n_shot must be >= 0 and <= 64"},
       {"  name: gsm8k", "  n: 10", "dataset.n", "n only applies to synth-gsm, not gsm8k"},
-      {"  name: gsm8k", "  scorer: exact", "dataset.scorer", "'exact' is not allowed; use one of gsm8k|qa|none"},
+      {"  name: gsm8k", "  scorer: exact", "dataset.scorer", "'exact' is not allowed; use one of gsm8k|squad|lm_eval_nq_open|qa|none"},
       {"  name: gsm8k", "  prompt_template: 'Q: {q}'", "dataset.prompt_template", "the template has no {question} placeholder"},
       {"  name: gsm8k", "  categories: [math]", "dataset.categories", "categories only applies to spec_bench and jsonl"},
       {"  name: gsm8k", "  fields: {prompt: q}", "dataset.fields", "fields only applies to name: jsonl"},
@@ -621,6 +621,23 @@ TEST(ConfigOutput, ToYamlRoundTripsDefaultsAndFillsThemIn) {
                           "prompt_format: chat", "order: interleaved", "baseline: true", "uncertainty: max_prob"})
     EXPECT_NE(out.find(key), std::string::npos) << key << "\n" << out;
   EXPECT_EQ(parse_experiment(out, "x.yaml", ""), s);
+}
+
+// dataset.scorer takes every row of datasets/scoring.h's kScorerTable and echoes it in the
+// resolved YAML and report JSON; "" (the default) leaves the dataset's own scorer.
+TEST(ConfigOutput, ScorerChoicesEchoed) {
+  std::string nq = kBase;
+  nq.replace(nq.find("name: gsm8k"), 11, "name: nq_open");
+  EXPECT_EQ(parse(nq).dataset.scorer, "");
+  for (const char* scorer : {"squad", "lm_eval_nq_open", "qa", "gsm8k", "none"}) {
+    ExperimentSpec s = parse(nq, {std::string("dataset.scorer=") + scorer});
+    EXPECT_EQ(s.dataset.scorer, scorer);
+    EXPECT_NE(to_yaml(s).find(std::string("scorer: ") + scorer), std::string::npos) << to_yaml(s);
+    EXPECT_EQ(to_json(s)["dataset"]["scorer"], scorer);
+    EXPECT_EQ(parse(to_yaml(s)), s);
+  }
+  EXPECT_NE(error_of(nq, {"dataset.scorer=lm_eval"}).find("dataset.scorer: 'lm_eval' is not allowed; "),
+            std::string::npos);
 }
 
 TEST(ConfigOutput, ToJsonCarriesResolvedArms) {

@@ -13,6 +13,7 @@
 #include "datasets/open_stems.h"
 #include "datasets/scoring.h"
 #include "datasets/synth_gsm.h"
+#include "decoders/utf8.h"
 #include "harness/error.h"
 #include "tests/test_util.h"
 
@@ -219,6 +220,7 @@ TEST(QaScoring, NormalizeAnswer) {
   EXPECT_EQ(normalize_answer("THE ÉCOLE Normale"), "école normale");
   EXPECT_EQ(normalize_answer("Janet\u2019s"), "janet\u2019s");  // non-ASCII punctuation kept
   EXPECT_EQ(normalize_answer("ÀÉÎÕÜ ĀŁŽ ΣΩ ДЖ"), "àéîõü āłž σω дж");
+  EXPECT_EQ(normalize_answer("ΟΔΥΣΣΕΥΣ ẞ ＡＢ Ǆ"), "οδυσσευς ß ａｂ ǆ");  // Python's str.lower
   EXPECT_EQ(normalize_answer("a\u00a0b"), "b");  // U+00A0 is white space, "a" an article
   EXPECT_EQ(normalize_answer("the"), "");
   // Invalid UTF-8 becomes U+FFFD first (Python decodes before normalising), so removing the
@@ -255,6 +257,169 @@ TEST(QaScoring, ExactMatchAndF1HandComputed) {
   EXPECT_FALSE(s.flexible);
   EXPECT_TRUE(qa_contains("It was the Beatles, obviously", "The Beatles"));
   EXPECT_FALSE(qa_contains("Beatle", "The Beatles"));
+}
+
+// ---------------------------------------------------------------- Unicode lower-casing
+
+// decoders/utf8's lower() is Python's str.lower(), which both QA scorers use (SQuAD's
+// normalize_answer, lm-eval's np.char.lower). Expected values are CPython 3.11's.
+TEST(Utf8Lower, IsPythonStrLower) {
+  using utf8::lower;
+  EXPECT_EQ(lower("Hello, World! 123 _Ab_"), "hello, world! 123 _ab_");
+  // Greek capital sigma: final sigma at the end of a word, else σ.
+  EXPECT_EQ(lower("ΟΔΥΣΣΕΥΣ"), "οδυσσευς");
+  EXPECT_EQ(lower("Σ"), "σ");    // no cased letter before it
+  EXPECT_EQ(lower("ΣΣ"), "σς");
+  EXPECT_EQ(lower("ΣΑΣ. ΣΑΣ"), "σας. σας");
+  EXPECT_EQ(lower("ΑΣ'Σ"), "ασ'ς");  // "'" is case-ignorable: skipped on both sides
+  EXPECT_EQ(lower("ΑΣ\u0301"), "ας\u0301");    // a combining accent after it is skipped
+  EXPECT_EQ(lower("ΑΣ\u0301Β"), "ασ\u0301β");  // ... and a cased letter after that counts
+  EXPECT_EQ(lower("\u03AA\u0301\u03A3"), "\u03CA\u0301\u03C2");  // Ϊ + combining acute + Σ
+  EXPECT_EQ(lower("Aʰ\u03A3"), "aʰς");  // modifier letter: case-ignorable
+  EXPECT_EQ(lower("ªΣ"), "ªς");         // U+00AA: cased (Other_Lowercase), no case mapping
+  EXPECT_EQ(lower("🅰Σ"), "🅰ς");        // U+1F170: cased (Other_Uppercase), no case mapping
+  EXPECT_EQ(lower("1Σ"), "1σ");
+  // U+0130: the one unconditional multi-character lower-case mapping.
+  EXPECT_EQ(lower("İstanbul"), "i\u0307stanbul");
+  EXPECT_EQ(lower("ГАГАРИН Юрий"), "гагарин юрий");
+  EXPECT_EQ(lower("STRAẞE"), "straße");  // U+1E9E -> U+00DF
+  EXPECT_EQ(lower("ＡＢＣＤ"), "ａｂｃｄ");  // fullwidth
+  // Code points the former hand table (Latin-1, Latin Extended-A, basic Greek and Cyrillic)
+  // left unchanged: Cyrillic U+0460, U+0462, U+A640, Latin Extended-B U+01C4 and U+023B,
+  // Latin Extended-D U+A7F5, Cherokee, Georgian, circled letters, Roman numerals, Deseret.
+  EXPECT_EQ(lower("ѠѢꙀ ǄȻꟵ ᎠႠ Ⓐ Ⅻ 𐐀"), "ѡѣꙁ ǆȼꟶ ꭰⴀ ⓐ ⅻ 𐐨");
+  EXPECT_EQ(lower("ß ǆ ΐ"), "ß ǆ ΐ");  // already lower case
+  EXPECT_EQ(lower("A\xff" "B\xce"), "a\xff" "b\xce");  // invalid bytes copied as they are
+  EXPECT_EQ(lower(""), "");
+}
+
+// ---------------------------------------------------------------- the two NQ-open scorers
+
+// Each case's expected values come from running the reference code on it: SQuAD v1.1's
+// evaluate-v1.1.py (normalize_answer, exact_match_score, f1_score) and lm-eval 0.4.9's
+// nq_open.yaml v4.0 path (WhitespaceFilter's lstrip, then ConfigurableTask.process_results'
+// multiple-target exact_match: exact_match_hf_evaluate(predictions=[pred] * len(gold),
+// references=gold, regexes_to_ignore, ignore_case, ignore_punctuation) > 0) under CPython
+// 3.11 and numpy 2.4.
+struct QaCase {
+  const char* prediction;
+  std::vector<std::string> gold;
+  double lm_eval;  // lm_eval_nq_open exact match
+  double squad;    // squad exact match (max over gold)
+};
+
+const std::vector<QaCase>& qa_cases() {
+  static const std::vector<QaCase> cases = {
+      // articles: lm-eval removes "The |the |An |A |a |an " (with the space, case-sensitive,
+      // before lower-casing); SQuAD removes whole words a/an/the after lower-casing.
+      {"the Beatles", {"Beatles"}, 1, 1},
+      {"THE Beatles", {"Beatles"}, 0, 1},
+      {"Beatles the", {"Beatles"}, 0, 1},
+      {"Beatles (the)", {"Beatles"}, 0, 1},
+      {"Beatles", {"The Beatles"}, 1, 1},
+      {"the the Beatles", {"Beatles"}, 1, 1},
+      {"A Beatles", {"an Beatles"}, 1, 1},
+      {"an apple", {"apple"}, 1, 1},
+      {"Anthem of the Seas", {"Anthem of Seas"}, 1, 1},
+      {"Theater", {"ater"}, 0, 0},         // \b: "The" inside a word is kept by both
+      {"Bathe Spa", {"Bathe Spa"}, 1, 1},
+      {"the", {"a"}, 0, 1},                // SQuAD: both normalise to ""
+      {"a\u00a0b", {"b"}, 0, 1},           // the regex wants an ASCII space after "a"
+      // punctuation: ASCII only, deleted by both
+      {"U.S.", {"US"}, 1, 1},
+      {"U. S.", {"US"}, 0, 0},
+      {"Catch-22", {"Catch 22"}, 0, 0},
+      {"Janet\u2019s", {"Janets"}, 0, 0},  // U+2019 is not in string.punctuation
+      // white space: lm-eval strips only the prediction's leading white space, SQuAD collapses
+      {"New  York", {"New York"}, 0, 1},
+      {"New\tYork", {"New York"}, 0, 1},
+      {" Paris", {"Paris"}, 1, 1},
+      {"\u3000Paris", {"Paris"}, 1, 1},    // str.lstrip strips Unicode white space
+      {"Paris ", {"Paris"}, 0, 1},
+      // several gold answers: correct when any matches
+      {"December 1972", {"14 December 1972 UTC", "December 1972"}, 1, 1},
+      {"It was in December 1972", {"14 December 1972 UTC", "December 1972"}, 0, 0},
+      // Unicode lower-casing (Python str.lower)
+      {"ΟΔΥΣΣΕΥΣ", {"οδυσσευς"}, 1, 1},
+      {"ΟΔΥΣΣΕΥΣ", {"οδυσσευσ"}, 0, 0},
+      {"ＡＢＣ", {"ａｂｃ"}, 1, 1},
+      {"ГАГАРИН", {"гагарин"}, 1, 1},
+      {"Straẞe", {"straße"}, 1, 1},
+      {"Ꭰ", {"ꭰ"}, 1, 1},
+      {"Ǆ", {"ǆ"}, 1, 1},
+      {"Ⅻ", {"ⅻ"}, 1, 1},
+      {"𐐀", {"𐐨"}, 1, 1},
+      // İ lower-cases to two code points; numpy's fixed-width arrays cut the result back to
+      // the array's width (the prediction's own length, the longest gold's for the golds).
+      {"İstanbul", {"istanbul"}, 0, 0},
+      {"İstanbul", {"i\u0307stanbul"}, 0, 1},
+      {"İstanbul", {"i\u0307stanbu"}, 1, 0},
+      {"İstanbul", {"i\u0307stanbul", "a long other answer"}, 0, 1},
+  };
+  return cases;
+}
+
+TEST(QaScorers, ReferenceCases) {
+  for (const auto& c : qa_cases()) {
+    SCOPED_TRACE(::testing::Message() << "prediction '" << c.prediction << "', gold '" << c.gold[0] << "'");
+    EXPECT_EQ(lm_eval_nq_open_exact_match(c.prediction, c.gold), c.lm_eval);
+    Score lm = score("lm_eval_nq_open", c.prediction, c.gold);
+    EXPECT_EQ(lm.em, c.lm_eval);
+    EXPECT_EQ(lm.f1, c.lm_eval);  // lm-eval defines no F1 for nq_open
+    EXPECT_EQ(lm.strict, c.lm_eval == 1.0);
+    EXPECT_EQ(lm.flexible, lm.strict);
+    Score sq = score("squad", c.prediction, c.gold);
+    EXPECT_EQ(sq.em, c.squad);
+    EXPECT_EQ(sq.strict, c.squad == 1.0);
+  }
+}
+
+TEST(QaScorers, LmEvalNormalisation) {
+  EXPECT_EQ(lm_eval_nq_open_normalize("The Beatles"), "beatles");
+  EXPECT_EQ(lm_eval_nq_open_normalize("THE Beatles"), "the beatles");
+  EXPECT_EQ(lm_eval_nq_open_normalize("in the end, a man"), "in end man");
+  EXPECT_EQ(lm_eval_nq_open_normalize("New  York "), "new  york ");  // nothing collapsed
+  EXPECT_EQ(lm_eval_nq_open_normalize(" Paris"), " paris");  // lstrip is the filter's job
+  EXPECT_EQ(lm_eval_nq_open_normalize("U.S.A. (1776)"), "usa 1776");
+  EXPECT_EQ(lm_eval_nq_open_normalize("İstanbul"), "i\u0307stanbul");
+  EXPECT_EQ(lm_eval_nq_open_normalize("İstanbul", 8), "i\u0307stanbu");  // numpy's width
+  EXPECT_EQ(lm_eval_nq_open_normalize("\xce_\xa3"), "\ufffd\ufffd");     // as SQuAD's
+  // SQuAD's F1 on cases where the scorers differ: a token bag, so spacing does not matter.
+  EXPECT_EQ(qa_f1("New  York", "New York"), 1.0);
+  EXPECT_NEAR(score("squad", "It was in December 1972", {"14 December 1972 UTC", "December 1972"}).f1,
+              4.0 / 7.0, 1e-12);
+}
+
+TEST(QaScorers, OneTable) {
+  std::set<std::string_view> names;
+  for (const auto& d : kScorerTable) {
+    EXPECT_TRUE(names.insert(d.name).second) << d.name;
+    EXPECT_EQ(find_scorer(d.name), &d);
+    EXPECT_FALSE(d.what.empty());
+  }
+  EXPECT_EQ(scorer_list(), "gsm8k, squad, lm_eval_nq_open, qa, none");
+  EXPECT_EQ(scorer_names()[2], "lm_eval_nq_open");
+  EXPECT_EQ(find_scorer("rouge"), nullptr);
+  // "qa" is the earlier name of "squad".
+  const std::vector<std::string> gold = {"14 December 1972 UTC", "December 1972"};
+  for (const char* out : {"December 1972", "in december, 1972", "1972"}) {
+    Score a = score("qa", out, gold), b = score("squad", out, gold);
+    EXPECT_EQ(a.em, b.em);
+    EXPECT_EQ(a.f1, b.f1);
+    EXPECT_EQ(a.flexible, b.flexible);
+  }
+  Score none = score("none", "December 1972", gold);
+  EXPECT_FALSE(none.strict);
+  EXPECT_EQ(none.em, 0.0);
+  EXPECT_EQ(score("lm_eval_nq_open", "x", {}).em, 0.0);  // no gold: nothing to match
+  try {
+    score("bleu", "x", {"x"});
+    ADD_FAILURE() << "no error for an unknown scorer";
+  } catch (const ears::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown scorer 'bleu'; use one of: gsm8k, squad, lm_eval_nq_open, qa, none"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // ---------------------------------------------------------------- stop strings
@@ -335,9 +500,9 @@ TEST(SharedData, NqOpen) {
   spec.path = (shared_datasets() / "nq_open").string();  // a directory works too
   Dataset ds = load_dataset(spec);
   ASSERT_EQ(ds.requests.size(), 3610u);
-  EXPECT_EQ(ds.scorer, "qa");
+  EXPECT_EQ(ds.scorer, "squad");
   EXPECT_EQ(ds.requests[0].prompt,
-            "Answer these questions:\nQ: when was the last time anyone was on the moon?\nA:");
+            "Answer these questions:\n\nQ: when was the last time anyone was on the moon?\nA:");
   EXPECT_EQ(ds.requests[0].gold,
             (std::vector<std::string>{"14 December 1972 UTC", "December 1972"}));
   EXPECT_EQ(ds.requests[0].id, "nq_open/dev/0");
@@ -347,6 +512,31 @@ TEST(SharedData, NqOpen) {
   EXPECT_EQ(by_count[2], 953);
   EXPECT_EQ(by_count[3], 306);
   EXPECT_EQ(by_count[4], 118);
+}
+
+// The NQ-open prompt is lm-eval nq_open.yaml v4.0's zero-shot context, byte for byte:
+// description "Answer these questions:\n\n" + doc_to_text "Q: {{question}}?\nA:".
+TEST(NqOpen, PromptIsLmEvalsDescriptionPlusTemplate) {
+  EXPECT_EQ(nq_open_prompt("who wrote hamlet"), "Answer these questions:\n\nQ: who wrote hamlet?\nA:");
+  const std::string want =
+      "\x41\x6e\x73\x77\x65\x72\x20\x74\x68\x65\x73\x65\x20\x71\x75\x65\x73\x74\x69\x6f\x6e\x73\x3a\x0a\x0a"
+      "\x51\x3a\x20" "who wrote hamlet" "\x3f\x0a\x41\x3a";
+  EXPECT_EQ(nq_open_prompt("who wrote hamlet"), want);
+  TempDir tmp;
+  tmp.write("nq_open/NQ-open.dev.jsonl",
+            "{\"question\": \"where is the eiffel tower\", \"answer\": [\"Paris\", \"in Paris\"]}\n");
+  DatasetSpec spec;
+  spec.name = "nq_open";
+  spec.path = tmp.path.string();
+  Dataset ds = load_dataset(spec);
+  ASSERT_EQ(ds.requests.size(), 1u);
+  EXPECT_EQ(ds.requests[0].prompt, "Answer these questions:\n\nQ: where is the eiffel tower?\nA:");
+  EXPECT_EQ(ds.scorer, "squad");
+  spec.scorer = "lm_eval_nq_open";
+  EXPECT_EQ(load_dataset(spec).scorer, "lm_eval_nq_open");
+  spec.scorer = "lm_eval";
+  EXPECT_NE(error_of(spec).find("unknown scorer 'lm_eval'; use one of: gsm8k, squad, lm_eval_nq_open, qa, none"),
+            std::string::npos);
 }
 
 TEST(SharedData, SpecBenchCategories) {
@@ -607,7 +797,7 @@ TEST(GenericJsonl, FieldMappingAndTemplate) {
   spec.prompt_template = "Q: {question}?\nA ({question}):";
   Dataset ds = load_dataset(spec);
   ASSERT_EQ(ds.requests.size(), 3u);
-  EXPECT_EQ(ds.scorer, "qa");
+  EXPECT_EQ(ds.scorer, "squad");
   EXPECT_EQ(ds.requests[0].id, "jsonl/custom/0");
   EXPECT_EQ(ds.requests[0].prompt, "Q: Capital of France?\nA (Capital of France):");
   EXPECT_EQ(ds.requests[0].gold, (std::vector<std::string>{"Paris", "75"}));

@@ -476,7 +476,7 @@ TEST(RunnerCli, RunWritesACompleteRunDirectory) {
   EXPECT_EQ(meta["environment"]["dtype"], meta["environment"]["compute_dtype"]);
   EXPECT_NE(meta["environment"]["command_line"].get<std::string>().find("--threads 1"), std::string::npos);
   EXPECT_EQ(meta["dataset"]["n_requests"], 6);
-  EXPECT_EQ(meta["dataset"]["scorer"], "qa");
+  EXPECT_EQ(meta["dataset"]["scorer"], "squad");  // the jsonl default (was "qa", now an alias)
   EXPECT_TRUE(fs::exists(dir / "config.yaml"));
   EXPECT_NE(test::read_file(dir / "config.yaml").find("limit: 6"), std::string::npos);
 
