@@ -134,10 +134,13 @@ void write(const fs::path& p, const std::string& s) {
   out << s;
 }
 
+// This process's scratch directory (removed by ScratchCleanup at the end).
+fs::path scratch_root() { return fs::temp_directory_path() / fmt::format("ears-runner-test-{}", ::getpid()); }
+
 const Env& env() {
   static Env e = [] {
     Env x;
-    x.root = fs::temp_directory_path() / fmt::format("ears-runner-test-{}", ::getpid());
+    x.root = scratch_root();
     fs::remove_all(x.root);
     fs::create_directories(x.root / "model");
     x.model = x.root / "model";
@@ -835,7 +838,12 @@ TEST(RunnerCli, SameOutputsAcrossThreadCounts) {
   expect_same_outcomes(reference_run(), dir);
 }
 
-// Runs last (gtest keeps file order): removes the scratch directory.
-TEST(RunnerCli, ZzCleanup) {
-  if (!test::shared_dir().empty()) fs::remove_all(env().root);
-}
+// Removes the scratch directory after every test ran, in whatever order (--gtest_shuffle).
+class ScratchCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(scratch_root(), ec);
+  }
+};
+const ::testing::Environment* const kScratchCleanup = ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
