@@ -14,6 +14,7 @@
 #include "decoders/sampling.h"
 #include "decoders/verify.h"
 #include "harness/error.h"
+#include "tests/chi2.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -22,37 +23,7 @@ using ears::VerifierSpec;
 
 // ---------------------------------------------------------------- statistics helpers
 
-// Regularised upper incomplete gamma Q(a, x): series for x < a + 1, continued fraction otherwise.
-double gamma_q(double a, double x) {
-  if (x <= 0) return 1.0;
-  const double log_front = -x + a * std::log(x) - std::lgamma(a);
-  if (x < a + 1) {
-    double term = 1.0 / a, sum = term;
-    for (int n = 1; n < 10000 && std::fabs(term) > 1e-16 * std::fabs(sum); ++n) {
-      term *= x / (a + n);
-      sum += term;
-    }
-    return 1.0 - sum * std::exp(log_front);
-  }
-  // Modified Lentz for the continued fraction of Q.
-  const double tiny = 1e-300;
-  double b = x + 1 - a, c = 1 / tiny, d = 1 / b, h = d;
-  for (int i = 1; i < 10000; ++i) {
-    const double an = -i * (i - a);
-    b += 2;
-    d = an * d + b;
-    if (std::fabs(d) < tiny) d = tiny;
-    c = b + an / c;
-    if (std::fabs(c) < tiny) c = tiny;
-    d = 1 / d;
-    const double delta = d * c;
-    h *= delta;
-    if (std::fabs(delta - 1) < 1e-15) break;
-  }
-  return std::exp(log_front) * h;
-}
-
-double chi2_sf(double x, double dof) { return gamma_q(dof / 2, x / 2); }
+using ears::test::chi2_sf;
 
 // p-value of observed counts against probabilities. Bins with expected count < 5 are pooled;
 // an observation in a zero-probability bin gives 0.
