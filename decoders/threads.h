@@ -51,12 +51,17 @@ inline int idle_cpus() {
   return idle;
 }
 
-// The thread count `requested` stands for (0 -> idle_cpus()); ears::Error naming `what`
-// (e.g. "--threads", "run.threads") when it is outside [0, max_threads()].
-inline int resolve_threads(long long requested, const std::string& what) {
+// ears::Error naming `what` (e.g. "--threads", "run.threads") when `requested` is outside
+// [0, max_threads()]. Validation only: no sampling of the machine.
+inline void check_threads(long long requested, const std::string& what) {
   if (requested < 0 || requested > max_threads())
     fail("{}: {} is out of range; use 0 (auto: the idle ones of the {} logical CPUs) to {} (4 x the logical CPUs)",
          what, requested, logical_cpus(), max_threads());
+}
+
+// The thread count `requested` stands for (0 -> idle_cpus()), after check_threads.
+inline int resolve_threads(long long requested, const std::string& what) {
+  check_threads(requested, what);
   return requested == 0 ? idle_cpus() : static_cast<int>(requested);
 }
 

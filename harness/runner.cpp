@@ -475,7 +475,7 @@ RequestResult make_request_result(const GenResult& g, const std::string& run_id,
   return r;
 }
 
-// What a thread count came from, for resolve_threads' error: --threads, else the config's key.
+// What a thread count came from, for check_threads' error: --threads, else the config's key.
 static std::string threads_origin(const RunOptions& o, const std::string& config_file) {
   return o.threads ? std::string("--threads") : fmt::format("{}: run.threads", config_file);
 }
@@ -485,7 +485,7 @@ int validate_experiment(const std::string& config_file, const std::vector<std::s
   fmt::print("{}", config::to_yaml(spec));
   std::fflush(stdout);
   // The config checks run.threads >= 0 on any machine; the upper bound is this machine's.
-  resolve_threads(spec.run.threads, fmt::format("{}: run.threads", config_file));
+  check_threads(spec.run.threads, fmt::format("{}: run.threads", config_file));
   check_checkpoint_dir(config_file, "target.path", spec.target.path, "point target.path at a Hugging Face checkpoint directory");
   if (!fs::exists(fs::path(spec.target.path) / "tokenizer.json"))
     fail("{}: target.path '{}' has no tokenizer.json (the runner encodes the prompts with it); copy the model's "
@@ -553,7 +553,7 @@ int run_experiment(const RunOptions& o) {
   } else {
     if (o.config_file.empty()) fail("run: pass CONFIG (an experiment YAML file) or --resume RUN_DIR");
     spec = config::load_experiment(o.config_file, o.overrides);
-    resolve_threads(o.threads.value_or(spec.run.threads), threads_origin(o, o.config_file));  // before anything is written
+    check_threads(o.threads.value_or(spec.run.threads), threads_origin(o, o.config_file));  // before anything is written
     if (o.limit < 0) fail("--limit {}: must be >= 0 (0 = the config's dataset.limit)", o.limit);
     if (o.limit > 0 && (spec.dataset.limit == 0 || o.limit < spec.dataset.limit)) spec.dataset.limit = o.limit;
     if (!o.shard.empty()) shard = parse_shard(o.shard);
