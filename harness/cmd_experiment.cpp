@@ -9,7 +9,7 @@
 
 #include "harness/commands.h"
 #include "harness/error.h"
-#include "harness/gate.h"
+#include "reports/gate.h"
 #include "harness/runner.h"
 #include "reports/report.h"
 
@@ -96,32 +96,31 @@ int run_gate(const GateArgs& a) {
     fail("{}: invalid JSON ({}); re-render it with 'ears-bench report {}'", report_file.string(), e.what(), a.dir);
   }
   const Report report = report_from_json(j);
-  std::vector<GateCheck> checks;
+  std::vector<GateRule> checks;
   if (!a.rules.empty()) {
     if (!fs::is_regular_file(a.rules))
       fail("--rules {}: not a readable file; pass a file with one rule per line ('ARM: METRIC OP VALUE')", a.rules);
-    auto more = runner::parse_gate_rules_file(read_text(a.rules, "the gate rules"), a.rules);
+    auto more = parse_gate_rules_file(read_text(a.rules, "the gate rules"), a.rules);
     if (more.empty())
       fail("--rules {}: the file holds no rule (only blank lines or comments); add 'ARM: METRIC OP VALUE' lines",
            a.rules);
     checks.insert(checks.end(), more.begin(), more.end());
   }
-  for (const auto& c : a.checks) checks.push_back(runner::parse_gate_rule_text(c, "--check"));
+  for (const auto& c : a.checks) checks.push_back(parse_gate_rule(c, "--check"));
   std::string origin = "command line";
   if (checks.empty()) {
-    checks = runner::gate_checks_from_config(report.config);
+    checks = gate_rules_from_config(report.config);
     origin = "the run's config";
   }
   if (checks.empty())
     fail("gate: no rules; pass --rules FILE or --check \"ARM METRIC OP VALUE\", or add 'gates:' to the experiment config");
-  checks = runner::expand_gate_checks(checks, report);
   GateResult result = evaluate_gates(report, checks);
   // A partial report (an interrupted run, missing shards) never passes by accident.
   const bool partial_fails = report.partial && !a.allow_partial;
   if (partial_fails) result.all_passed = false;
   const fs::path out = a.json_out.empty() ? fs::path(a.dir) / "gate.json" : fs::path(a.json_out);
   write_gate_json(result, out, report.partial);
-  fmt::print("Gate of {} ({} rule(s) from {}):\n{}", a.dir, checks.size(), origin, gate_table(result));
+  fmt::print("Gate of {} ({} check(s) from {}):\n{}", a.dir, result.outcomes.size(), origin, gate_table(result));
   if (partial_fails)
     fmt::print("FAIL: the report is PARTIAL (an interrupted or incomplete run): finish it with 'ears-bench run "
                "--resume {}', or pass --allow-partial to gate what is there\n",

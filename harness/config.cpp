@@ -22,6 +22,7 @@
 #include <sstream>
 
 #include "decoders/utf8.h"
+#include "harness/base/strings.h"
 #include "harness/error.h"
 
 namespace ears::config {
@@ -29,91 +30,6 @@ namespace fs = std::filesystem;
 using YAML::Node;
 
 namespace {
-
-// ---------------------------------------------------------------- small string helpers
-
-std::string trim(std::string_view s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return std::string(s.substr(b, e - b));
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return out;
-}
-
-// Edit distance with adjacent transpositions counted as one edit ("eras" -> "ears" = 1).
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i)
-    for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  return d[a.size()][b.size()];
-}
-
-// The closest candidate within a small edit distance, or "" when nothing is close.
-template <class Range>
-std::string closest(std::string_view word, const Range& candidates) {
-  std::string best;
-  size_t best_d = std::numeric_limits<size_t>::max();
-  const std::string w = lower(word);
-  for (std::string_view c : candidates) {
-    size_t d = edit_distance(w, lower(c));
-    size_t limit = std::max<size_t>(1, std::min<size_t>(3, c.size() / 3));
-    if (d <= limit && d < best_d && d < c.size()) best = c, best_d = d;
-  }
-  return best;
-}
-
-template <class Range>
-std::string join(const Range& items, std::string_view sep) {
-  std::string out;
-  for (std::string_view s : items) {
-    if (!out.empty()) out += sep;
-    out += s;
-  }
-  return out;
-}
-
-template <class Range>
-bool contains(const Range& items, std::string_view v) {
-  return std::find(std::begin(items), std::end(items), v) != std::end(items);
-}
-
-bool valid_name(std::string_view s) {
-  if (s.empty()) return false;
-  return std::all_of(s.begin(), s.end(), [](char ch) {
-    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-';
-  });
-}
-
-// Shortest representation that parses back to the same double.
-std::string num(double v) { return fmt::format("{}", v); }
-
-bool parse_double(std::string_view text, double& out) {
-  std::string s = trim(text);
-  if (s.empty()) return false;
-  if (s[0] == '+') s.erase(0, 1);
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && ptr == s.data() + s.size() && std::isfinite(out);
-}
-
-bool parse_int(std::string_view text, std::int64_t& out, bool& overflow) {
-  std::string s = trim(text);
-  overflow = false;
-  if (s.empty()) return false;
-  if (s[0] == '+') s.erase(0, 1);
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  if (ec == std::errc::result_out_of_range && ptr == s.data() + s.size()) overflow = true;
-  return ec == std::errc() && ptr == s.data() + s.size();
-}
 
 // ---------------------------------------------------------------- schema (for --set and keys)
 
@@ -350,13 +266,13 @@ double as_double(const Ctx& c, const Node& n, const std::string& path, double ex
   double v = 0;
   if (!n.IsScalar() || !parse_double(n.Scalar(), v))
     fail_at(c, n, path, fmt::format("expected a number, got {}", describe(n)),
-            fmt::format("write a number, e.g. '{}: {}'", leaf_of(path), num(example)));
+            fmt::format("write a number, e.g. '{}: {}'", leaf_of(path), format_number(example)));
   return v;
 }
 
 bool as_bool(const Ctx& c, const Node& n, const std::string& path) {
   if (n.IsScalar()) {
-    std::string s = lower(trim(n.Scalar()));
+    std::string s = lower_ascii(trim(n.Scalar()));
     if (s == "true" || s == "yes" || s == "on") return true;
     if (s == "false" || s == "no" || s == "off") return false;
   }
@@ -371,7 +287,7 @@ std::string as_enum(const Ctx& c, const Node& n, const std::string& path, const 
   if (contains(allowed, v)) return v;
   std::string guess;
   for (auto& [alias, real] : aliases)
-    if (lower(v) == alias) guess = real;
+    if (lower_ascii(v) == alias) guess = real;
   if (guess.empty()) guess = closest(v, allowed);
   std::string fix = guess.empty() ? fmt::format("use one of {}", join(allowed, "|"))
                                   : fmt::format("did you mean '{}'? (allowed: {})", guess, join(allowed, "|"));
@@ -644,13 +560,13 @@ void read_decoding_fields(const Ctx& c, const MapReader& m, DecodingSpec& d) {
   if (m.has("temperature")) {
     d.temperature = as_double(c, m.get("temperature"), m.sub("temperature"), 0.9);
     if (d.temperature < 0)
-      fail_at(c, m.get("temperature"), m.sub("temperature"), fmt::format("{} is out of range", num(d.temperature)),
+      fail_at(c, m.get("temperature"), m.sub("temperature"), fmt::format("{} is out of range", format_number(d.temperature)),
               "temperature must be >= 0 (0 = greedy)");
   }
   if (m.has("top_p")) {
     d.top_p = as_double(c, m.get("top_p"), m.sub("top_p"), 1.0);
     if (!(d.top_p > 0 && d.top_p <= 1))
-      fail_at(c, m.get("top_p"), m.sub("top_p"), fmt::format("{} is out of range", num(d.top_p)),
+      fail_at(c, m.get("top_p"), m.sub("top_p"), fmt::format("{} is out of range", format_number(d.top_p)),
               "top_p must be > 0 and <= 1 (1 = off)");
   }
   if (m.has("top_k")) d.top_k = as_int_in(c, m.get("top_k"), m.sub("top_k"), 0, kIntMax, 0);
@@ -671,7 +587,7 @@ void read_verifier_fields(const Ctx& c, const MapReader& m, VerifierSpec& v) {
   if (m.has("type")) v.type = as_enum(c, m.get("type"), m.sub("type"), kVerifierTypes);
   if (m.has("beta") && !m.get("beta").IsSequence()) {
     v.beta = as_double(c, m.get("beta"), m.sub("beta"), 0.1);
-    if (v.beta < 0) fail_at(c, m.get("beta"), m.sub("beta"), fmt::format("{} is out of range", num(v.beta)), "beta must be >= 0");
+    if (v.beta < 0) fail_at(c, m.get("beta"), m.sub("beta"), fmt::format("{} is out of range", format_number(v.beta)), "beta must be >= 0");
   }
   if (m.has("uncertainty")) v.uncertainty = as_enum(c, m.get("uncertainty"), m.sub("uncertainty"), kUncertainty);
   if (m.has("eps")) {
@@ -679,12 +595,12 @@ void read_verifier_fields(const Ctx& c, const MapReader& m, VerifierSpec& v) {
     // The same ranges decoders/verify.cpp's validate() enforces at run time (typical acceptance
     // divides by neither, but eps = 0 or delta = 0 accepts nothing and is refused there).
     if (!(v.eps > 0) || v.eps > 1)
-      fail_at(c, m.get("eps"), m.sub("eps"), fmt::format("{} is out of range", num(v.eps)), "eps must be > 0 and <= 1");
+      fail_at(c, m.get("eps"), m.sub("eps"), fmt::format("{} is out of range", format_number(v.eps)), "eps must be > 0 and <= 1");
   }
   if (m.has("delta")) {
     v.delta = as_double(c, m.get("delta"), m.sub("delta"), 0.3);
     if (!(v.delta > 0))
-      fail_at(c, m.get("delta"), m.sub("delta"), fmt::format("{} is out of range", num(v.delta)), "delta must be > 0");
+      fail_at(c, m.get("delta"), m.sub("delta"), fmt::format("{} is out of range", format_number(v.delta)), "delta must be > 0");
   }
 }
 
@@ -832,7 +748,7 @@ std::vector<ArmSpec> read_arms(const Ctx& c, const MapReader& root, const DraftS
           for (size_t k = 0; k < betas.size(); ++k) {
             std::string bp = fmt::format("{}.{}", v.sub("beta"), k);
             double b = as_double(c, betas[k], bp, 0.1);
-            if (b < 0) fail_at(c, betas[k], bp, fmt::format("{} is out of range", num(b)), "beta must be >= 0");
+            if (b < 0) fail_at(c, betas[k], bp, fmt::format("{} is out of range", format_number(b)), "beta must be >= 0");
             sweep.push_back(b);
           }
         }
@@ -865,7 +781,7 @@ std::vector<ArmSpec> read_arms(const Ctx& c, const MapReader& root, const DraftS
       for (double b : sweep) {
         ArmSpec a = arm;
         a.verifier.beta = b;
-        a.name = fmt::format("{}-b{}", arm.name, num(b));
+        a.name = fmt::format("{}-b{}", arm.name, format_number(b));
         arms.push_back(a);
         arm_nodes.push_back(el);
       }
@@ -904,12 +820,30 @@ GateRule read_gate_map(const Ctx& c, const Node& n, const std::string& path) {
   return parse_gate_rule(text, prefix);
 }
 
+// Each rule as text or as a map; "*" expanded per arm, arm names checked (reports/gate.h).
+std::vector<GateRule> read_gates(const Ctx& c, const Node& gates, const std::vector<ArmSpec>& arms) {
+  if (!gates.IsSequence())
+    fail_at(c, gates, "gates", fmt::format("expected a list of rules, got {}", describe(gates)),
+            "write '- \"ears: accuracy_delta_pp >= -1\"' entries");
+  std::vector<std::string> names;
+  std::string baseline;
+  for (const ArmSpec& a : arms) {
+    names.push_back(a.name);
+    if (a.baseline) baseline = a.name;
+  }
+  std::vector<GateRule> out;
+  for (size_t i = 0; i < gates.size(); ++i) {
+    const Node g = gates[i];
+    const std::string path = fmt::format("gates.{}", i), at = fmt::format("{}: {}", where(c, g), path);
+    const GateRule rule = g.IsMap() ? read_gate_map(c, g, path) : parse_gate_rule(as_string(c, g, path), at);
+    for (GateRule& r : expand_gate_rules({rule}, names, baseline, at)) out.push_back(std::move(r));
+  }
+  return out;
+}
+
 }  // namespace
 
 // ================================================================ public
-
-bool is_arm_metric(std::string_view metric) { return contains(kArmMetrics, metric); }
-bool is_comparison_metric(std::string_view metric) { return contains(kComparisonMetrics, metric); }
 
 std::vector<int> DraftSpec::hf_aux_layers() const {
   std::vector<int> out = aux_layers;
@@ -922,55 +856,6 @@ std::size_t ExperimentSpec::baseline_index() const {
   for (size_t i = 0; i < arms.size(); ++i)
     if (arms[i].baseline) return i;
   return 0;
-}
-
-GateRule parse_gate_rule(const std::string& text, const std::string& where_prefix) {
-  const std::string prefix = where_prefix.empty() ? fmt::format("gate rule '{}'", text) : where_prefix;
-  auto bad = [&](std::string_view problem, std::string_view fix) -> Error {
-    return Error(fmt::format("{}: {}; {}", prefix, problem, fix));
-  };
-  const std::string form = "write '<arm>: <metric> <op> <value>', e.g. 'ears: accuracy_delta_pp >= -1'";
-  GateRule g;
-  std::string rest = trim(text);
-  if (rest.empty()) throw bad("empty gate rule", form);
-  // "<arm>:" prefix (arm names cannot contain ':' or spaces).
-  auto op_pos = rest.find_first_of("<>=!");
-  if (op_pos == std::string::npos) throw bad("missing comparison operator", form + " with op one of >= <= > < ==");
-  // Before the operator: "<arm>: <metric>", "<arm> <metric>" (harness/gate's form) or "<metric>".
-  std::string head = trim(rest.substr(0, op_pos));
-  bool has_arm = false;
-  if (auto colon = head.find(':'); colon != std::string::npos) {
-    g.arm = trim(head.substr(0, colon)), g.metric = trim(head.substr(colon + 1)), has_arm = true;
-  } else if (auto space = head.find_last_of(" \t"); space != std::string::npos) {
-    g.arm = trim(head.substr(0, space)), g.metric = trim(head.substr(space + 1)), has_arm = true;
-  } else {
-    g.metric = head;
-  }
-  if (has_arm && g.arm != "*" && !valid_name(g.arm))
-    throw bad(fmt::format("'{}' is not a valid arm name", g.arm), "arm names use letters, digits, '.', '_' and '-'; '*' = all arms");
-  size_t op_len = 0;
-  while (op_pos + op_len < rest.size() && std::string_view("<>=!").find(rest[op_pos + op_len]) != std::string_view::npos) ++op_len;
-  g.op = rest.substr(op_pos, op_len);
-  std::string value = trim(rest.substr(op_pos + op_len));
-  if (!contains(kGateOps, g.op))
-    throw bad(fmt::format("'{}' is not a comparison operator", g.op), g.op == "=" ? "did you mean '=='?" : "use one of >= <= > < ==");
-  if (g.metric.empty()) throw bad("missing metric name", form);
-  if (!is_arm_metric(g.metric) && !is_comparison_metric(g.metric)) {
-    std::vector<std::string_view> all(kArmMetrics.begin(), kArmMetrics.end());
-    all.insert(all.end(), kComparisonMetrics.begin(), kComparisonMetrics.end());
-    std::string guess = closest(g.metric, all);
-    throw bad(fmt::format("unknown metric '{}'", g.metric),
-              guess.empty() ? fmt::format("arm metrics: {}; comparison metrics: {}", join(kArmMetrics, ", "), join(kComparisonMetrics, ", "))
-                            : fmt::format("did you mean '{}'?", guess));
-  }
-  if (value.empty()) throw bad("missing threshold value", form);
-  if (!parse_double(value, g.value)) throw bad(fmt::format("'{}' is not a number", value), form);
-  return g;
-}
-
-std::string to_string(const GateRule& rule) {
-  std::string body = fmt::format("{} {} {}", rule.metric, rule.op, num(rule.value));
-  return rule.arm == "*" ? body : fmt::format("{}: {}", rule.arm, body);
 }
 
 ExperimentSpec parse_experiment(const std::string& yaml_text, const std::string& file_label, const fs::path& base_dir,
@@ -1014,41 +899,7 @@ ExperimentSpec parse_experiment(const std::string& yaml_text, const std::string&
   s.arms = read_arms(c, root, s.draft, s.decoding, arm_nodes);
   s.run = read_run(c, root);
 
-  if (root.has("gates")) {
-    Node gates = root.get("gates");
-    if (!gates.IsSequence())
-      fail_at(c, gates, "gates", fmt::format("expected a list of rules, got {}", describe(gates)),
-              "write '- \"ears: accuracy_delta_pp >= -1\"' entries");
-    for (size_t i = 0; i < gates.size(); ++i) {
-      Node g = gates[i];
-      std::string path = fmt::format("gates.{}", i);
-      GateRule rule;
-      if (g.IsMap())
-        rule = read_gate_map(c, g, path);
-      else
-        rule = parse_gate_rule(as_string(c, g, path), fmt::format("{}: {}", where(c, g), path));
-      const bool comparison = is_comparison_metric(rule.metric);
-      if (rule.arm == "*") {  // one rule per arm (per non-baseline arm for comparisons)
-        for (const ArmSpec& a : s.arms)
-          if (!(comparison && a.baseline)) s.gates.push_back(GateRule{a.name, rule.metric, rule.op, rule.value});
-        continue;
-      }
-      {
-        auto it = std::find_if(s.arms.begin(), s.arms.end(), [&](const ArmSpec& a) { return a.name == rule.arm; });
-        if (it == s.arms.end()) {
-          std::vector<std::string> names;
-          for (auto& a : s.arms) names.push_back(a.name);
-          std::string guess = closest(rule.arm, names);
-          fail_at(c, g, path, fmt::format("no arm named '{}'", rule.arm),
-                  guess.empty() ? fmt::format("arms are: {} ('*' = all)", join(names, ", ")) : fmt::format("did you mean '{}'?", guess));
-        }
-        if (comparison && it->baseline)
-          fail_at(c, g, path, fmt::format("{} compares an arm with the baseline, and '{}' is the baseline", rule.metric, rule.arm),
-                  "name another arm");
-      }
-      s.gates.push_back(rule);
-    }
-  }
+  if (root.has("gates")) s.gates = read_gates(c, root.get("gates"), s.arms);
   return s;
 }
 
@@ -1067,7 +918,7 @@ namespace {
 // Plain scalars that a YAML reader would take as something other than a string get quotes.
 void emit_str(YAML::Emitter& e, const std::string& s) {
   double d;
-  std::string l = lower(s);
+  std::string l = lower_ascii(s);
   bool ambiguous = s.empty() || parse_double(s, d) || l == "true" || l == "false" || l == "yes" || l == "no" || l == "on" ||
                    l == "off" || l == "null" || l == "~" || s != trim(s);
   if (ambiguous) e << YAML::DoubleQuoted;
@@ -1078,7 +929,7 @@ void emit_kv(YAML::Emitter& e, const char* key, const std::string& s) {
   e << YAML::Key << key << YAML::Value;
   emit_str(e, s);
 }
-void emit_kv(YAML::Emitter& e, const char* key, double v) { e << YAML::Key << key << YAML::Value << num(v); }
+void emit_kv(YAML::Emitter& e, const char* key, double v) { e << YAML::Key << key << YAML::Value << format_number(v); }
 void emit_kv(YAML::Emitter& e, const char* key, std::int64_t v) { e << YAML::Key << key << YAML::Value << v; }
 void emit_kv(YAML::Emitter& e, const char* key, int v) { e << YAML::Key << key << YAML::Value << v; }
 void emit_kv(YAML::Emitter& e, const char* key, std::uint64_t v) { e << YAML::Key << key << YAML::Value << v; }

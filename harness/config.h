@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "datasets/scoring.h"
+#include "reports/gate.h"
 
 namespace ears::config {
 
@@ -38,19 +39,6 @@ inline constexpr std::array<std::string_view, 13> kSpecBenchCategories = {
     "humanities", "translation", "summarization", "qa", "math_reasoning", "rag"};
 inline constexpr int kMaxGamma = 16;
 
-// Gate metrics. Arm metrics are read from one arm's metrics in report.json; comparison metrics
-// compare an arm against the baseline arm (so a comparison gate may not name the baseline).
-inline constexpr std::array<std::string_view, 14> kArmMetrics = {
-    "output_tokens_per_s", "total_tokens_per_s", "latency_mean_s",     "latency_p50_s",
-    "latency_p90_s",       "latency_p99_s",      "ttft_mean_s",        "mean_accept_length",
-    "acceptance_rate",     "pardon_share",       "distortion_tv_mean", "accuracy",
-    "n_requests",          "output_tokens"};
-inline constexpr std::array<std::string_view, 5> kComparisonMetrics = {
-    "throughput_gain_pct", "latency_change_pct", "accuracy_delta_pp", "accept_length_ratio", "identical_share"};
-inline constexpr std::array<std::string_view, 5> kGateOps = {">=", "<=", ">", "<", "=="};
-
-bool is_arm_metric(std::string_view metric);
-bool is_comparison_metric(std::string_view metric);
 
 // ---- sections ----
 struct TargetSpec {
@@ -144,15 +132,6 @@ struct RunSpec {
   bool operator==(const RunSpec&) const = default;
 };
 
-struct GateRule {
-  std::string arm = "*";  // an arm name. "*" (or no arm) = every arm (every non-baseline arm for
-                          // comparison metrics): parse_experiment expands it, so
-                          // ExperimentSpec::gates always names arms; parse_gate_rule keeps "*".
-  std::string metric;     // one of kArmMetrics or kComparisonMetrics
-  std::string op;         // one of kGateOps
-  double value = 0;
-  bool operator==(const GateRule&) const = default;
-};
 
 struct ExperimentSpec {
   std::string name;  // default: the file's stem; [A-Za-z0-9._-]+
@@ -163,7 +142,7 @@ struct ExperimentSpec {
   DecodingSpec decoding;  // top-level decoding (arms hold resolved copies)
   std::vector<ArmSpec> arms;  // >= 1, sweeps expanded
   RunSpec run;
-  std::vector<GateRule> gates;
+  std::vector<GateRule> gates;  // every rule names an arm ("*" expanded by parse_experiment)
 
   std::size_t baseline_index() const;  // the arm with baseline == true
   const ArmSpec& baseline_arm() const { return arms.at(baseline_index()); }
@@ -185,10 +164,5 @@ std::string to_yaml(const ExperimentSpec& spec);
 // JSON for report.json: like to_yaml, but every arm carries its full decoding and draft.
 nlohmann::json to_json(const ExperimentSpec& spec);
 
-// "ears: accuracy_delta_pp >= -1.0", "ears accuracy_delta_pp >= -1" (harness/gate's form) or
-// "accuracy >= 0.5" (arm "*"). Throws ears::Error;
-// `where` (e.g. "gates.txt:3") prefixes the message. Arm existence is not checked here.
-GateRule parse_gate_rule(const std::string& text, const std::string& where = "");
-std::string to_string(const GateRule& rule);  // the string form, parseable again
 
 }  // namespace ears::config

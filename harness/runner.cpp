@@ -211,83 +211,6 @@ std::string command_line() {
   return out;
 }
 
-// ---- gate rules ------------------------------------------------------------------------------
-
-GateCheck parse_gate_rule_text(const std::string& text, const std::string& where) {
-  const std::string form = "write 'ARM: METRIC OP VALUE' or 'ARM METRIC OP VALUE', e.g. 'ears: accuracy_delta_pp >= -1'";
-  const std::string s = trim(text);
-  const auto op_pos = s.find_first_of("<>=!");
-  if (s.empty()) fail("{}: empty gate rule; {}", where, form);
-  if (op_pos == std::string::npos) fail("{}: '{}' has no comparison operator (>= > <= < ==); {}", where, s, form);
-  std::string head = s.substr(0, op_pos);
-  if (const auto colon = head.find(':'); colon != std::string::npos) head[colon] = ' ';
-  std::vector<std::string> words;
-  {
-    std::istringstream in(head);
-    for (std::string w; in >> w;) words.push_back(w);
-  }
-  if (words.size() == 1) words.insert(words.begin(), "*");
-  if (words.size() != 2) fail("{}: '{}' is not a gate rule; {}", where, s, form);
-  std::size_t op_len = 0;
-  while (op_pos + op_len < s.size() && std::string_view("<>=!").find(s[op_pos + op_len]) != std::string_view::npos) ++op_len;
-  const std::string op = s.substr(op_pos, op_len);
-  const std::string value = trim(s.substr(op_pos + op_len));
-  if (value.empty()) fail("{}: '{}' has no threshold value; {}", where, s, form);
-  try {
-    return parse_gate_check(fmt::format("{} {} {} {}", words[0], words[1], op, value));
-  } catch (const Error& e) {
-    fail("{}: {}", where, e.what());
-  }
-}
-
-std::vector<GateCheck> parse_gate_rules_file(const std::string& text, const std::string& label) {
-  std::vector<GateCheck> out;
-  std::istringstream in(text);
-  int n = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++n;
-    if (const auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
-    if (trim(line).empty()) continue;
-    out.push_back(parse_gate_rule_text(line, fmt::format("{}:{}", label, n)));
-  }
-  return out;
-}
-
-std::vector<GateCheck> gate_checks_from_config(const json& config) {
-  std::vector<GateCheck> out;
-  if (!config.is_object() || !config.contains("gates") || !config["gates"].is_array()) return out;
-  for (const auto& g : config["gates"]) {
-    try {
-      out.push_back(GateCheck{g.at("arm").get<std::string>(), g.at("metric").get<std::string>(),
-                              g.at("op").get<std::string>(), g.at("value").get<double>()});
-    } catch (const json::exception& e) {
-      fail("config.gates: malformed rule {} ({}); re-run the experiment or pass --rules/--check", g.dump(), e.what());
-    }
-  }
-  return out;
-}
-
-std::vector<GateCheck> expand_gate_checks(const std::vector<GateCheck>& checks, const Report& report) {
-  std::vector<GateCheck> out;
-  const json comparison_keys = json(Comparison{});
-  for (const auto& c : checks) {
-    if (c.target != "*") {
-      out.push_back(c);
-      continue;
-    }
-    const std::string name = c.metric.substr(0, c.metric.find('['));
-    const bool arm_metric = !report.arms.empty() && json(report.arms.front().metrics).contains(name);
-    const bool comparison = !arm_metric && comparison_keys.contains(name);
-    for (const auto& a : report.arms) {
-      if (comparison && a.name == report.baseline) continue;
-      GateCheck e = c;
-      e.target = a.name;
-      out.push_back(e);
-    }
-  }
-  return out;
-}
-
 // =============================================================================================
 // The run
 
@@ -859,9 +782,7 @@ int run_experiment(const RunOptions& o) {
   write_report_files(report, dir);
   if (!o.quiet) fmt::print("{}\n", report_summary(render_markdown(report)));
   if (!spec.gates.empty()) {
-    std::vector<GateCheck> checks;
-    for (const auto& g : spec.gates) checks.push_back(GateCheck{g.arm, g.metric, g.op, g.value});
-    const GateResult gates = evaluate_gates(report, checks);
+    const GateResult gates = evaluate_gates(report, spec.gates);
     write_gate_json(gates, dir / "gate.json", report.partial);
     fmt::print("Gates ({}):\n{}", (dir / "gate.json").string(), gate_table(gates));
     if (!gates.all_passed)

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/gate.h"
+#include "reports/gate.h"
 
 namespace ears {
 
@@ -133,22 +133,6 @@ std::string host_name();
 std::string cpu_model();  // /proc/cpuinfo "model name" (or "unknown")
 std::string command_line();  // /proc/self/cmdline, arguments joined by spaces (quoted when needed)
 
-// ---- gate rules --------------------------------------------------------------------------------
-
-// One rule in any of the accepted forms:
-//   "ears: accuracy_delta_pp >= -1.0"   (the YAML gates form)
-//   "ears accuracy_delta_pp >= -1"      (harness/gate's form)
-//   "accuracy >= 0.5"  or  "*: accuracy >= 0.5"   (every arm; see expand_gate_checks)
-// Metric names are checked later, against the report (evaluate_gates). `where` prefixes errors.
-GateCheck parse_gate_rule_text(const std::string& text, const std::string& where);
-// A rules file: one rule per line; blank lines and '#' comments (whole-line or trailing) skipped.
-// Errors name "<label>:<line>".
-std::vector<GateCheck> parse_gate_rules_file(const std::string& text, const std::string& label);
-// Rules of the run's config (report.config.gates, already expanded per arm by the config).
-std::vector<GateCheck> gate_checks_from_config(const nlohmann::json& config);
-// Expands target "*" into one check per arm of the report (per non-baseline arm when the metric
-// is a comparison metric).
-std::vector<GateCheck> expand_gate_checks(const std::vector<GateCheck>& checks, const Report& report);
 
 }  // namespace runner
 }  // namespace ears

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "harness/error.h"
-#include "harness/gate.h"
+#include "reports/gate.h"
 #include "reports/metrics.h"
 #include "reports/report.h"
 #include "reports/result.h"
@@ -646,8 +646,8 @@ TEST(RunDir, ShardsMergeDedupeAndRender) {
 
 TEST(Gate, PassFailAndUnknowns) {
   const Report r = build_report(sweep_results(), sweep_inputs());
-  const std::vector<GateCheck> checks = {
-      parse_gate_check("ears-0.6 throughput_gain_pct >= 5"),
+  const std::vector<GateRule> checks = {
+      parse_gate_rule("ears-0.6 throughput_gain_pct >= 5"),
       {"ears-0.6", "accuracy", ">=", 0.99},
       {"baseline", "n_errors", "==", 0},
       {"ears-0.3", "acceptance_per_position[0]", ">", 0.5},
@@ -669,14 +669,14 @@ TEST(Gate, PassFailAndUnknowns) {
   EXPECT_TRUE(evaluate_gates(r, {checks[0], checks[2]}).all_passed);
 
   const std::string table = gate_table(g);
-  EXPECT_NE(table.find("PASS    ears-0.6 throughput_gain_pct >= 5"), std::string::npos) << table;
+  EXPECT_NE(table.find("PASS    ears-0.6: throughput_gain_pct >= 5"), std::string::npos) << table;
   EXPECT_NE(table.find("FAIL"), std::string::npos);
   const json gj = gate_to_json(g);
   EXPECT_EQ(gj["all_passed"], false);
   EXPECT_EQ(gj["checks"].size(), checks.size());
   EXPECT_TRUE(gj["checks"][5]["actual"].is_null());
 
-  for (const GateCheck& bad : std::vector<GateCheck>{{"ears-0.6", "no_such_metric", ">=", 1},
+  for (const GateRule& bad : std::vector<GateRule>{{"ears-0.6", "no_such_metric", ">=", 1},
                                                      {"nobody", "accuracy", ">=", 1},
                                                      {"ears-0.6", "accuracy", "=>", 1},
                                                      {"baseline", "throughput_gain_pct", ">=", 1},
@@ -684,14 +684,14 @@ TEST(Gate, PassFailAndUnknowns) {
                                                      {"ears-0.6", "acceptance_per_position[9]", ">=", 1}}) {
     try {
       evaluate_gates(r, {bad});
-      ADD_FAILURE() << "expected an error for " << gate_rule_text(bad);
+      ADD_FAILURE() << "expected an error for " << to_string(bad);
     } catch (const Error& e) {
       EXPECT_EQ(e.exit_code, 2);
     }
   }
-  EXPECT_THROW(parse_gate_check("ears-0.6 accuracy >="), Error);
-  EXPECT_THROW(parse_gate_check("ears-0.6 accuracy >= 1x"), Error);
-  EXPECT_THROW(parse_gate_check("ears-0.6 accuracy ~ 1"), Error);
+  EXPECT_THROW(parse_gate_rule("ears-0.6 accuracy >="), Error);
+  EXPECT_THROW(parse_gate_rule("ears-0.6 accuracy >= 1x"), Error);
+  EXPECT_THROW(parse_gate_rule("ears-0.6 accuracy ~ 1"), Error);
 }
 
 }  // namespace
