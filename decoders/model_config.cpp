@@ -245,4 +245,14 @@ ModelConfig ModelConfig::load(const std::filesystem::path& dir, bool check_archi
   return parse(ss.str(), path.string(), check_architecture);
 }
 
+int64_t ModelConfig::parameter_count() const {
+  const int64_t h = hidden_size, q = num_attention_heads * head_dim, kv = num_key_value_heads * head_dim;
+  int64_t layer = h * (q + 2 * kv) + q * h + 3 * intermediate_size * h + 2 * h;  // qkv, o, gate/up/down, 2 norms
+  if (qkv_bias) layer += q + 2 * kv;
+  if (o_bias) layer += h;
+  if (mlp_bias) layer += 2 * intermediate_size + h;
+  if (qk_norm) layer += 2 * head_dim;
+  return vocab_size * h * (tie_word_embeddings ? 1 : 2) + num_hidden_layers * layer + h;
+}
+
 }  // namespace ears

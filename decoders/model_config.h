@@ -53,6 +53,10 @@ struct ModelConfig {
                            bool check_architecture = true);
   // Reads <dir>/config.json (or `dir` itself when it is a file).
   static ModelConfig load(const std::filesystem::path& dir, bool check_architecture = true);
+
+  // The weights a checkpoint of this config holds (embeddings, every layer's projections,
+  // biases and norms, the final norm, an untied lm_head): Σ numel of its tensors.
+  int64_t parameter_count() const;
 };
 
 // "float32" | "bfloat16" | "float16" (also "fp32", "bf16", "fp16", "half", "float") -> dtype.

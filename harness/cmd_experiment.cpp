@@ -11,6 +11,7 @@
 #include "harness/error.h"
 #include "reports/gate.h"
 #include "harness/runner.h"
+#include "reports/markdown.h"
 #include "reports/report.h"
 
 namespace ears {

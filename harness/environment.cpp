@@ -147,7 +147,8 @@ json model_environment_json(const CausalLM& model, const std::string& dtype_requ
           {"compute_dtype", dtype_name(model.dtype())},
           {"weight_dtype", dtype_name(model.dtype())},
           {"checkpoint_dtype", dtype_name(model.config().torch_dtype)},
-          {"kernel_path", layers::kernel_path_name(model.device(), model.dtype())}};
+          {"kernel_path", layers::kernel_path_name(model.device(), model.dtype())},
+          {"target_parameters", model.config().parameter_count()}};
 }
 
 std::string resolved_dtype_name(const std::string& path, const std::string& dtype_requested, const std::string& device) {

@@ -29,6 +29,7 @@
 #include "harness/error.h"
 #include "harness/model_setup.h"
 #include "harness/progress.h"
+#include "reports/markdown.h"
 #include "reports/report.h"
 
 namespace ears::runner {

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "harness/error.h"
+#include "reports/markdown.h"
 
 namespace ears {
 
@@ -259,270 +260,6 @@ std::vector<SweepSeries> sweep_series(const Report& report) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Markdown
-
-namespace {
-
-const char* kNa = "n/a";
-
-std::string num(double x, int decimals) { return std::isfinite(x) ? fmt::format("{:.{}f}", x, decimals) : kNa; }
-std::string signed_num(double x, int decimals) {
-  return std::isfinite(x) ? fmt::format("{:+.{}f}", x, decimals) : kNa;
-}
-std::string pct(double fraction, int decimals = 1) {
-  return std::isfinite(fraction) ? fmt::format("{:.{}f}%", 100 * fraction, decimals) : kNa;
-}
-bool finite(const Interval& i) { return std::isfinite(i.lo) && std::isfinite(i.hi); }
-std::string ci(const Interval& i, int decimals, bool sign) {
-  if (!finite(i)) return "";
-  return sign ? fmt::format(" [{:+.{}f}, {:+.{}f}]", i.lo, decimals, i.hi, decimals)
-              : fmt::format(" [{:.{}f}, {:.{}f}]", i.lo, decimals, i.hi, decimals);
-}
-std::string p_value(double p) {
-  if (!std::isfinite(p)) return kNa;
-  return p < 0.001 ? "<0.001" : fmt::format("{:.3f}", p);
-}
-std::string cell(std::string s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '|') out += "\\|";
-    else if (c == '\n') out += ' ';
-    else out += c;
-  }
-  return out;
-}
-std::string json_cell(const json& v) { return cell(v.is_string() ? v.get<std::string>() : v.dump()); }
-
-std::string accuracy_cell(const ArmMetrics& m) {
-  if (m.n_scored == 0) return kNa;
-  return pct(m.accuracy) + ci({100 * m.accuracy_ci95.lo, 100 * m.accuracy_ci95.hi}, 1, false);
-}
-
-void key_value_table(std::string& md, const json& obj) {
-  md += "| Key | Value |\n|---|---|\n";
-  for (const auto& [k, v] : obj.items()) md += fmt::format("| {} | {} |\n", cell(k), json_cell(v));
-  md += "\n";
-}
-
-// One line saying what ran, from the run's environment (keys absent in older runs are skipped):
-// "Environment: 2 threads (OpenMP wait PASSIVE ...), bfloat16 compute, bfloat16 weights
-// (checkpoint bfloat16, requested auto), kernel path avx2, CPU ... (ISA ...), LibTorch 1.13.0;
-// load average 0.31 at start, 1.95 at end."
-std::string environment_line(const json& env) {
-  auto str = [&](const char* k) { return env.contains(k) && env[k].is_string() ? env[k].get<std::string>() : std::string(); };
-  auto number = [&](const char* k) { return env.contains(k) && env[k].is_number() ? env[k].get<double>() : NAN; };
-  std::vector<std::string> parts;
-  if (env.contains("threads") && env["threads"].is_number_integer()) {
-    std::string t = fmt::format("{} thread(s)", env["threads"].get<int64_t>());
-    if (!str("omp_wait_policy").empty()) t += fmt::format(" (OpenMP wait {})", str("omp_wait_policy"));
-    parts.push_back(t);
-  }
-  if (!str("compute_dtype").empty()) {
-    std::string d = fmt::format("{} compute, {} weights", str("compute_dtype"), str("weight_dtype"));
-    std::vector<std::string> notes;
-    if (!str("checkpoint_dtype").empty()) notes.push_back("checkpoint " + str("checkpoint_dtype"));
-    if (!str("dtype_requested").empty()) notes.push_back("requested " + str("dtype_requested"));
-    if (!notes.empty()) d += fmt::format(" ({})", fmt::join(notes, ", "));
-    parts.push_back(d);
-  } else if (!str("dtype").empty()) {
-    parts.push_back(str("dtype"));
-  }
-  if (!str("device").empty()) parts.push_back(str("device"));
-  if (!str("kernel_path").empty()) parts.push_back("kernel path " + str("kernel_path"));
-  if (!str("cpu_model").empty())
-    parts.push_back(fmt::format("CPU {}{}", str("cpu_model"), str("cpu_isa").empty() ? "" : " (ISA " + str("cpu_isa") + ")"));
-  if (!str("libtorch").empty()) parts.push_back("LibTorch " + str("libtorch"));
-  if (parts.empty()) return {};
-  std::string line = fmt::format("Environment: {}", fmt::join(parts, ", "));
-  const double start = number("load_average_1m_start"), end = number("load_average_1m_end");
-  if (std::isfinite(start) || std::isfinite(end))
-    line += fmt::format("; load average (1 min) {} at start, {} at end", num(start, 2), num(end, 2));
-  return line + ".\n\n";
-}
-
-}  // namespace
-
-std::string render_markdown(const Report& report) {
-  std::string md = "# ears-bench report\n\n";
-  if (report.partial)
-    md += "> **Partial results**: the run was interrupted or the arms did not finish the same requests. "
-          "Numbers cover the finished requests only.\n\n";
-  for (const auto& w : report.warnings) md += fmt::format("> Warning: {}\n\n", w);
-  if (report.dataset.contains("name")) md += fmt::format("Dataset: **{}**", json_cell(report.dataset["name"]));
-  if (report.dataset.contains("name")) md += fmt::format(". Baseline: **{}**.\n\n", cell(report.baseline));
-  else md += fmt::format("Baseline: **{}**.\n\n", cell(report.baseline));
-  md += environment_line(report.environment);
-
-  // ---- main table (the paper's shape) ----
-  md += "## Results\n\n";
-  md += "| Method | Output tok/s | Total tok/s | Avg latency (s) | τ | Accuracy |\n";
-  md += "|---|---:|---:|---:|---:|---:|\n";
-  for (const auto& a : report.arms) {
-    const auto& m = a.metrics;
-    md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", cell(a.name), num(m.output_tokens_per_s, 1),
-                      num(m.total_tokens_per_s, 1), num(m.latency_mean_s, 3), num(m.mean_accept_length, 2),
-                      accuracy_cell(m));
-  }
-  for (const auto& c : report.comparisons) {
-    std::string tau = std::isfinite(c.accept_length_ratio) ? fmt::format("×{:.2f}", c.accept_length_ratio) : kNa;
-    if (finite(c.accept_length_ratio_ci95))
-      tau += fmt::format(" [{:.2f}, {:.2f}]", c.accept_length_ratio_ci95.lo, c.accept_length_ratio_ci95.hi);
-    std::string acc = kNa;
-    if (c.n_scored_pairs > 0)
-      acc = signed_num(c.accuracy_delta_pp, 1) + " pp" + ci(c.accuracy_delta_ci95, 1, true) +
-            fmt::format(" (McNemar p={})", p_value(c.mcnemar_p));
-    md += fmt::format("| Relative gain: {} vs {} | {}%{} | {}% | {}%{} | {} | {} |\n", cell(c.arm), cell(c.baseline),
-                      signed_num(c.throughput_gain_pct, 1), ci(c.throughput_gain_ci95, 1, true),
-                      signed_num(c.total_throughput_gain_pct, 1), signed_num(c.latency_change_pct, 1),
-                      ci(c.latency_change_ci95, 1, true), tau, acc);
-  }
-  md += "\nτ = tokens emitted per target verification step, bonus/correction token included (vLLM / Spec-Bench). "
-        "Accuracy: 95% Wilson interval. Relative gains: paired by (request, repeat), 95% paired bootstrap "
-        "intervals over requests";
-  if (!report.comparisons.empty())
-    md += fmt::format(" (B={}, seed {})", report.comparisons.front().bootstrap_resamples,
-                      report.comparisons.front().bootstrap_seed);
-  md += "; accuracy change in percentage points with an exact McNemar test.\n\n";
-  if (!report.comparisons.empty()) {
-    md += "Outputs identical to the baseline's (same ids and text; every pair when both arms decode greedily):";
-    for (const auto& c : report.comparisons) md += fmt::format(" {} {}/{};", cell(c.arm), c.identical_outputs, c.n_pairs);
-    md.back() = '.';
-    md += "\n\n";
-  }
-
-  // ---- details ----
-  md += "## Details\n\n";
-  md += "| Method | Verifier | Requests | Errors | p50 (s) | p90 (s) | p99 (s) | TTFT (s) | TPOT (ms) | "
-        "Acceptance rate | Wall (s) |\n";
-  md += "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-  for (const auto& a : report.arms) {
-    const auto& m = a.metrics;
-    md += fmt::format("| {} | `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {}{} |\n", cell(a.name),
-                      cell(a.verifier.dump()), m.n_requests, m.n_errors, num(m.latency_p50_s, 3),
-                      num(m.latency_p90_s, 3), num(m.latency_p99_s, 3), num(m.ttft_mean_s, 3),
-                      num(1000 * m.tpot_mean_s, 1), pct(m.acceptance_rate), num(m.wall_s, 2),
-                      m.wall_from_latencies ? " (Σ latency)" : "");
-  }
-  md += "\n";
-
-  // ---- per-position acceptance ----
-  size_t max_pos = 0;
-  for (const auto& a : report.arms) max_pos = std::max(max_pos, a.metrics.acceptance_per_position.size());
-  if (max_pos > 0) {
-    md += "## Acceptance per draft position\n\nShare of verification steps in which draft position k was accepted.\n\n";
-    md += "| Method |";
-    for (size_t k = 0; k < max_pos; ++k) md += fmt::format(" pos {} |", k + 1);
-    md += "\n|---|";
-    for (size_t k = 0; k < max_pos; ++k) md += "---:|";
-    md += "\n";
-    for (const auto& a : report.arms) {
-      if (a.metrics.drafted == 0) continue;
-      md += fmt::format("| {} |", cell(a.name));
-      for (size_t k = 0; k < max_pos; ++k)
-        md += " " + (k < a.metrics.acceptance_per_position.size() ? pct(a.metrics.acceptance_per_position[k]) : kNa) + " |";
-      md += "\n";
-    }
-    md += "\n";
-
-    md += "## Pardons and distortion\n\n";
-    md += "Pardon share: accepted draft tokens that the exact rule would have rejected. "
-          "Distortion: mean total-variation distance between the verifier's induced distribution and the target's.\n\n";
-    md += "| Method | Acceptance rate | Pardon share | Distortion TV (mean) | Mean u | System efficiency |\n";
-    md += "|---|---:|---:|---:|---:|---:|\n";
-    for (const auto& a : report.arms) {
-      const auto& m = a.metrics;
-      if (m.drafted == 0) continue;
-      md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", cell(a.name), pct(m.acceptance_rate), pct(m.pardon_share, 2),
-                        num(m.distortion_tv_mean, 4), num(m.mean_uncertainty, 3), pct(m.system_efficiency));
-    }
-    md += "\n";
-  }
-
-  // ---- uncertainty deciles ----
-  std::vector<const ArmReport*> drafting, pardoning;
-  for (const auto& a : report.arms) {
-    int64_t d = 0;
-    for (const auto& b : a.metrics.uncertainty_buckets) d += b.drafted;
-    if (d > 0) drafting.push_back(&a);
-    if (d > 0 && a.metrics.pardoned > 0) pardoning.push_back(&a);
-  }
-  if (!drafting.empty()) {
-    const ArmReport* ref = drafting.front();
-    for (const auto* a : drafting)
-      if (a->name == report.baseline) ref = a;
-    md += "## Where EARS acts\n\n";
-    md += fmt::format("Per decile of the target's uncertainty u = 1 − max p at the drafted position: share of "
-                      "drafted tokens (arm {}), acceptance rate per arm, pardon share per arm.\n\n",
-                      cell(ref->name));
-    md += "| u range | Drafted share |";
-    for (const auto* a : drafting) md += fmt::format(" Accept {} |", cell(a->name));
-    for (const auto* a : pardoning) md += fmt::format(" Pardon {} |", cell(a->name));
-    md += "\n|---|---:|";
-    for (size_t i = 0; i < drafting.size() + pardoning.size(); ++i) md += "---:|";
-    md += "\n";
-    for (int d = 0; d < kUncertaintyDeciles; ++d) {
-      bool any = false;
-      for (const auto* a : drafting) any |= a->metrics.uncertainty_buckets[d].drafted > 0;
-      if (!any) continue;
-      md += fmt::format("| [{:.1f}, {:.1f}) | {} |", d / 10.0, (d + 1) / 10.0,
-                        pct(ref->metrics.uncertainty_buckets[d].drafted_share));
-      for (const auto* a : drafting) md += " " + pct(a->metrics.uncertainty_buckets[d].acceptance_rate) + " |";
-      for (const auto* a : pardoning) md += " " + pct(a->metrics.uncertainty_buckets[d].pardon_share) + " |";
-      md += "\n";
-    }
-    md += "\n";
-  }
-
-  // ---- per category ----
-  std::set<std::string> categories;
-  for (const auto& a : report.arms)
-    for (const auto& c : a.metrics.categories) categories.insert(c.category);
-  if (categories.size() > 1) {
-    md += "## Per category\n\nThroughput per category is Σ output tokens / Σ request latency.\n\n";
-    md += "| Category | Method | Requests | Accuracy | Output tok/s | τ |\n|---|---|---:|---:|---:|---:|\n";
-    for (const auto& name : categories)
-      for (const auto& a : report.arms)
-        for (const auto& c : a.metrics.categories) {
-          if (c.category != name) continue;
-          const std::string acc = c.n_scored == 0 ? std::string(kNa)
-                                                  : pct(c.accuracy) + ci({100 * c.accuracy_ci95.lo, 100 * c.accuracy_ci95.hi}, 1, false);
-          md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", cell(name), cell(a.name), c.n_requests, acc,
-                            num(c.output_tokens_per_s, 1), num(c.mean_accept_length, 2));
-        }
-    md += "\n";
-  }
-
-  // ---- sweeps ----
-  const auto sweeps = sweep_series(report);
-  if (!sweeps.empty()) {
-    md += "## β sweep\n\n| Verifier | β | Arm | Throughput gain | Accuracy change |\n|---|---:|---|---:|---:|\n";
-    for (const auto& s : sweeps)
-      for (const auto& p : s.points)
-        md += fmt::format("| {} | {:g} | {} | {}%{} | {} pp{} |\n", cell(s.name), p.beta, cell(p.arm),
-                          signed_num(p.throughput_gain_pct, 1), ci(p.throughput_gain_ci95, 1, true),
-                          signed_num(p.accuracy_delta_pp, 1), ci(p.accuracy_delta_ci95, 1, true));
-    md += "\n";
-  }
-
-  // ---- charts ----
-  md += "## Charts\n\n![Tokens emitted per step](accept_length.svg)\n\n";
-  if (!sweeps.empty()) md += "![Throughput gain vs accuracy change across β](sweep.svg)\n\n";
-
-  if (!report.dataset.empty()) {
-    md += "## Dataset\n\n";
-    key_value_table(md, report.dataset);
-  }
-  md += "## Environment\n\n";
-  key_value_table(md, report.environment);
-  if (!report.sources.empty()) {
-    md += "## Sources\n\n";
-    for (const auto& s : report.sources) md += fmt::format("- `{}`\n", s);
-    md += "\n";
-  }
-  return md;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Files
 
 void write_file_atomic(const fs::path& path, const std::string& content) {
@@ -550,9 +287,15 @@ void write_report_files(const Report& report, const fs::path& dir) {
   write_file_atomic(dir / "report.md", render_markdown(report));
   std::vector<std::pair<std::string, std::vector<int64_t>>> hists;
   for (const auto& a : report.arms) hists.emplace_back(a.name, a.metrics.accept_length_hist);
-  write_file_atomic(dir / "accept_length.svg", svg_accept_length_histogram(hists));
-  const auto sweeps = sweep_series(report);
-  if (!sweeps.empty()) write_file_atomic(dir / "sweep.svg", svg_sweep_chart(sweeps, report.baseline));
+  // Only charts with data; a re-render drops a chart that no longer has any.
+  if (has_accept_length_chart(report))
+    write_file_atomic(dir / "accept_length.svg", svg_accept_length_histogram(hists));
+  else
+    fs::remove(dir / "accept_length.svg", ec);
+  if (has_sweep_chart(report))
+    write_file_atomic(dir / "sweep.svg", svg_sweep_chart(sweep_series(report), report.baseline));
+  else
+    fs::remove(dir / "sweep.svg", ec);
 }
 
 std::vector<RequestResult> read_results_jsonl(const fs::path& path, bool tolerate_truncated_last_line, bool* truncated) {

@@ -115,14 +115,13 @@ Report build_report(const std::vector<RequestResult>& results, const ReportInput
 nlohmann::json report_to_json(const Report& report);
 Report report_from_json(const nlohmann::json& j);  // ears::Error on a bad / newer schema
 
-std::string render_markdown(const Report& report);
-
 // Sweeps: non-baseline arms grouped by verifier "type", ordered by verifier "beta"; only groups
 // with >= 2 distinct betas are returned. Points come from the comparisons.
 std::vector<SweepSeries> sweep_series(const Report& report);
 
-// Writes report.json, report.md, accept_length.svg and (when there is a sweep) sweep.svg into
-// `dir` (created if needed), each atomically (temp file + rename).
+// Writes report.json, report.md (reports/markdown.h) and the charts that have data
+// (accept_length.svg when an arm drafted, sweep.svg for a β sweep with accuracy) into `dir`
+// (created if needed), each atomically (temp file + rename); a chart without data is removed.
 void write_report_files(const Report& report, const std::filesystem::path& dir);
 // Writes `content` to a temp file beside `path`, then renames it over `path`.
 void write_file_atomic(const std::filesystem::path& path, const std::string& content);

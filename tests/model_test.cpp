@@ -10,6 +10,8 @@
 #include "decoders/cpu_bf16.h"
 #include "decoders/layers.h"
 #include "decoders/model.h"
+#include "decoders/model_config.h"
+#include "decoders/safetensors_header.h"
 #include "harness/error.h"
 #include "tests/tensor_test_util.h"
 #include "tests/kernel_paths.h"
@@ -809,3 +811,43 @@ TEST(BiasPaths, Qwen2AndLlamaBiasesAreLoadedAndUsed) {
   EXPECT_NE(msg.find("model.layers.0.self_attn.q_proj.bias"), std::string::npos) << msg;
   for (const auto& p : {llama_dir, qwen2_dir, llama_b_dir}) fs::remove_all(p);
 }
+
+namespace ears {
+namespace {
+
+uint64_t checkpoint_numel(const std::filesystem::path& dir) {
+  uint64_t total = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".safetensors") continue;
+    const std::string bytes = test::read_file(e.path());
+    const auto header = parse_safetensors_header(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
+                                                 e.path().string());
+    for (const auto& t : header.tensors) total += t.numel();
+  }
+  return total;
+}
+
+// report.md's toy-model banner and size line rest on this count: it must equal the tensors a
+// real checkpoint holds (tied and single/sharded files), and count biases, untied heads and
+// q/k norms by hand for the other architectures.
+TEST(ModelConfigFacts, ParameterCountEqualsTheCheckpointsTensors) {
+  const auto bundled = test::source_dir() / "models" / "tiny-qwen3";
+  EXPECT_EQ(static_cast<uint64_t>(ModelConfig::load(bundled).parameter_count()), checkpoint_numel(bundled));
+  if (!test::shared_dir().empty())
+    for (const char* f : {"qwen3-tiny", "qwen3-tiny-sharded"}) {
+      const auto dir = test::shared_dir() / "fixtures" / f;
+      if (!std::filesystem::exists(dir)) continue;
+      EXPECT_EQ(static_cast<uint64_t>(ModelConfig::load(dir).parameter_count()), checkpoint_numel(dir)) << f;
+    }
+  // Qwen2-style: q/k/v biases, untied head, no q/k norm. h 8, 2 heads of 4, 1 KV head, I 16, V 10, 2 layers.
+  const ModelConfig qwen2 = ModelConfig::parse(
+      R"({"architectures": ["Qwen2ForCausalLM"], "vocab_size": 10, "hidden_size": 8, "intermediate_size": 16,
+          "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "tie_word_embeddings": false,
+          "rms_norm_eps": 1e-6, "rope_theta": 10000, "max_position_embeddings": 64})",
+      "qwen2");
+  const int64_t per_layer = 8 * 8 + 2 * (8 * 4) + (8 + 4 + 4) + 8 * 8 + 3 * 16 * 8 + 2 * 8;  // q, k+v, biases, o, mlp, norms
+  EXPECT_EQ(qwen2.parameter_count(), 2 * 10 * 8 + 2 * per_layer + 8);
+}
+
+}  // namespace
+}  // namespace ears

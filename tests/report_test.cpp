@@ -10,6 +10,7 @@
 #include "harness/error.h"
 #include "reports/gate.h"
 #include "reports/metrics.h"
+#include "reports/markdown.h"
 #include "reports/report.h"
 #include "reports/result.h"
 #include "reports/svg.h"
@@ -537,6 +538,107 @@ TEST(Report, WriteFilesAtomically) {
   const Report back = report_from_json(json::parse(test::read_file(dir / "report.json")));
   EXPECT_EQ(report_to_json(back), report_to_json(r));
   fs::remove_all(dir.parent_path());
+}
+
+// A real-shaped run: the resolved config and environment the runner writes, 2 GSM8K requests
+// of the bundled toy pair, no accuracy in one variant.
+ReportInputs toy_gsm8k_inputs() {
+  ReportInputs in;
+  in.arms = {{"baseline", {{"type", "baseline"}, {"draft", "eagle3"}}, 4.0},
+             {"ears", {{"type", "ears"}, {"beta", 0.1}, {"uncertainty", "max_prob"}, {"draft", "eagle3"}}, 3.0},
+             {"target-only", {{"type", "baseline"}, {"draft", "none"}}, 5.0}};
+  in.baseline = "baseline";
+  const json decoding = {{"batch_size", 1}, {"gamma", 5}, {"max_new_tokens", 160}, {"seed", 0},
+                         {"temperature", 0.9}, {"top_k", 0}, {"top_p", 1.0}};
+  json short_decoding = decoding;
+  short_decoding["gamma"] = 2;
+  in.config = {{"target", {{"path", "/m/tiny-qwen3"}, {"dtype", "auto"}, {"device", "cpu"}}},
+               {"draft", {{"kind", "eagle3"}, {"path", "/m/tiny-eagle3"}}},
+               {"decoding", decoding},
+               {"arms", json::array({{{"name", "baseline"}, {"decoding", decoding}},
+                                     {{"name", "ears"}, {"decoding", short_decoding}},
+                                     {{"name", "target-only"}, {"decoding", decoding}}})}};
+  in.environment = {{"compute_dtype", "bfloat16"}, {"checkpoint_dtype", "bfloat16"}, {"kernel_path", "avx2"},
+                    {"threads", 2}, {"device", "cpu"}, {"cpu_model", "AMD EPYC"}, {"cpu_isa", "avx2 fma"},
+                    {"libtorch", "1.13.0"}, {"cuda_build", false}, {"git_commit", "abc1234"},
+                    {"target_parameters", 5.2e6}};
+  in.dataset = {{"name", "gsm8k"}, {"n_requests", 2}};
+  return in;
+}
+
+std::vector<RequestResult> toy_results(bool scored) {
+  std::vector<RequestResult> rs;
+  for (int i = 0; i < 2; ++i)
+    for (const char* arm : {"baseline", "ears", "target-only"}) {
+      const bool draft = std::string(arm) != "target-only";
+      RequestResult r = make_result(arm, std::to_string(i), draft ? 5 : 0, draft ? std::vector<int>{3, 2} : std::vector<int>{1, 1, 1, 1}, 1.0);
+      r.has_score = scored;
+      r.correct = r.strict_correct = r.flexible_correct = scored && i == 0;
+      rs.push_back(r);
+    }
+  return rs;
+}
+
+TEST(Report, MarkdownSaysWhatRanAndWarnsOnToyModelsAndSmallSamples) {
+  const Report r = build_report(toy_results(true), toy_gsm8k_inputs());
+  const std::string md = render_markdown(r);
+  for (const char* line : {"| Target | /m/tiny-qwen3 (5.2M parameters) |", "| Draft | eagle3 /m/tiny-eagle3 |",
+                           "| Dataset | gsm8k, 2 requests |",
+                           "| Decoding | γ 5, T 0.9, top-k off, top-p 1.0, max_new_tokens 160, batch 1, seed 0 |",
+                           "| Decoding (ears) | γ 2, T 0.9,",
+                           "| Computed in | bfloat16 (checkpoint bfloat16), kernel path avx2, 2 thread(s), CPU AMD EPYC (ISA avx2 fma), LibTorch 1.13.0 |",
+                           "| ears | ears β=0.1 (max_prob), eagle3 draft |", "| baseline | baseline (exact), eagle3 draft |",
+                           "| target-only | baseline (exact), target only |", "> **Toy models** (5.2M parameters)",
+                           "> **Small sample**: 2 paired request(s) (fewer than 30)"})
+    EXPECT_NE(md.find(line), std::string::npos) << line << "\n" << md;
+  EXPECT_LT(md.find("| Configuration |"), md.find("## Results"));  // it opens the report
+  EXPECT_EQ(md.find("| Decoding (baseline)"), std::string::npos);  // only arms that differ
+  EXPECT_EQ(md.find("{\"type\""), std::string::npos);            // no raw JSON verifier
+
+  // No banner on the toy datasets, or with a real-sized target; no small-sample note at n >= 30.
+  ReportInputs synth = toy_gsm8k_inputs();
+  synth.dataset["name"] = "synth-gsm";
+  EXPECT_EQ(render_markdown(build_report(toy_results(true), synth)).find("Toy models"), std::string::npos);
+  ReportInputs big = toy_gsm8k_inputs();
+  big.environment["target_parameters"] = 8.2e9;
+  EXPECT_EQ(render_markdown(build_report(toy_results(true), big)).find("Toy models"), std::string::npos);
+  EXPECT_EQ(render_markdown(build_report(sweep_results(), sweep_inputs())).find("Small sample"), std::string::npos);
+}
+
+TEST(Report, ChartsOnlyWhereTheyHaveData) {
+  // A β sweep without accuracy (no gold answers): the table stays, the empty scatter goes.
+  auto rs = sweep_results();
+  for (auto& r : rs) r.has_score = false;
+  const Report no_accuracy = build_report(rs, sweep_inputs());
+  EXPECT_FALSE(has_sweep_chart(no_accuracy));
+  EXPECT_TRUE(has_accept_length_chart(no_accuracy));
+  const fs::path dir = temp_dir("charts");
+  write_report_files(build_report(sweep_results(), sweep_inputs()), dir);
+  ASSERT_TRUE(fs::exists(dir / "sweep.svg"));
+  write_report_files(no_accuracy, dir);  // a re-render drops the stale chart
+  EXPECT_FALSE(fs::exists(dir / "sweep.svg"));
+  EXPECT_TRUE(fs::exists(dir / "accept_length.svg"));
+  const std::string md = test::read_file(dir / "report.md");
+  EXPECT_EQ(md.find("sweep.svg"), std::string::npos);
+  EXPECT_NE(md.find("## β sweep"), std::string::npos);
+  // Nothing drafted (target only): no acceptance chart either.
+  std::vector<RequestResult> plain;
+  for (int i = 0; i < 3; ++i) plain.push_back(make_result("base", std::to_string(i), 0, {1, 1}, 1.0));
+  ReportInputs in;
+  in.baseline = "base";
+  const Report target_only = build_report(plain, in);
+  EXPECT_FALSE(has_accept_length_chart(target_only));
+  write_report_files(target_only, dir);
+  EXPECT_FALSE(fs::exists(dir / "accept_length.svg"));
+  EXPECT_EQ(render_markdown(target_only).find("## Charts"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(Report, VerifierInWords) {
+  EXPECT_EQ(verifier_in_words({{"type", "ears"}, {"beta", 0.1}, {"uncertainty", "entropy"}}), "ears β=0.1 (entropy)");
+  EXPECT_EQ(verifier_in_words({{"type", "typical"}, {"eps", 0.09}, {"delta", 0.3}, {"draft", "model"}}),
+            "typical ε=0.09 δ=0.3, model draft");
+  EXPECT_EQ(verifier_in_words({{"type", "greedy"}}), "greedy");
 }
 
 // ---------------------------------------------------------------------------------------------

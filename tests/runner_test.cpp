@@ -462,13 +462,15 @@ TEST(RunnerCli, RunWritesACompleteRunDirectory) {
   }
   const std::string md = test::read_file(dir / "report.md");
   EXPECT_NE(md.find("| Method"), std::string::npos) << md;
-  // The short "Environment:" line above the results (also printed by `run`).
-  const auto env_line = md.find("Environment: 1 thread(s)");
+  // The configuration block above the results (also printed by `run`) says what ran.
+  const auto env_line = md.find("| Computed in | ");
   ASSERT_NE(env_line, std::string::npos) << md;
   EXPECT_LT(env_line, md.find("## Results"));
   const std::string line = md.substr(env_line, md.find('\n', env_line) - env_line);
-  for (const char* part : {"compute", "kernel path", "LibTorch", "ISA", "load average (1 min)", "at end"})
+  for (const char* part : {"1 thread(s)", "kernel path", "LibTorch", "ISA"})
     EXPECT_NE(line.find(part), std::string::npos) << part << " in: " << line;
+  EXPECT_NE(md.find("| Load average (1 min) | "), std::string::npos) << md;
+  EXPECT_NE(md.find(" at end"), std::string::npos) << md;
   // stdout: the report's Results table, the gate table (a rule fails, still exit 0), the run dir.
   const std::string& out = g_three_arm_proc.out;
   EXPECT_NE(out.find("## Results"), std::string::npos) << out;

@@ -1,0 +1,372 @@
+#include "reports/markdown.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "reports/report.h"
+
+namespace ears {
+
+using nlohmann::json;
+
+namespace {
+
+const char* kNa = "n/a";
+
+std::string num(double x, int decimals) { return std::isfinite(x) ? fmt::format("{:.{}f}", x, decimals) : kNa; }
+std::string signed_num(double x, int decimals) {
+  return std::isfinite(x) ? fmt::format("{:+.{}f}", x, decimals) : kNa;
+}
+std::string pct(double fraction, int decimals = 1) {
+  return std::isfinite(fraction) ? fmt::format("{:.{}f}%", 100 * fraction, decimals) : kNa;
+}
+bool finite(const Interval& i) { return std::isfinite(i.lo) && std::isfinite(i.hi); }
+std::string ci(const Interval& i, int decimals, bool sign) {
+  if (!finite(i)) return "";
+  return sign ? fmt::format(" [{:+.{}f}, {:+.{}f}]", i.lo, decimals, i.hi, decimals)
+              : fmt::format(" [{:.{}f}, {:.{}f}]", i.lo, decimals, i.hi, decimals);
+}
+std::string p_value(double p) {
+  if (!std::isfinite(p)) return kNa;
+  return p < 0.001 ? "<0.001" : fmt::format("{:.3f}", p);
+}
+std::string cell(std::string s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n') out += ' ';
+    else out += c;
+  }
+  return out;
+}
+std::string json_cell(const json& v) { return cell(v.is_string() ? v.get<std::string>() : v.dump()); }
+
+std::string accuracy_cell(const ArmMetrics& m) {
+  if (m.n_scored == 0) return kNa;
+  return pct(m.accuracy) + ci({100 * m.accuracy_ci95.lo, 100 * m.accuracy_ci95.hi}, 1, false);
+}
+
+void key_value_table(std::string& md, const json& obj) {
+  md += "| Key | Value |\n|---|---|\n";
+  for (const auto& [k, v] : obj.items()) md += fmt::format("| {} | {} |\n", cell(k), json_cell(v));
+  md += "\n";
+}
+
+// obj[a][b]... as text; "" when a key is missing (older reports, hand-made inputs).
+std::string text_at(const json& obj, std::initializer_list<const char*> path) {
+  const json* x = &obj;
+  for (const char* k : path) {
+    if (!x->is_object() || !x->contains(k)) return "";
+    x = &(*x)[k];
+  }
+  if (x->is_null()) return "";
+  return x->is_string() ? x->get<std::string>() : x->dump();
+}
+
+std::string parameters_text(const json& env) {
+  if (!env.contains("target_parameters") || !env["target_parameters"].is_number()) return "";
+  const double n = env["target_parameters"].get<double>();
+  return n >= 1e9 ? fmt::format("{:.1f}B parameters", n / 1e9) : fmt::format("{:.1f}M parameters", n / 1e6);
+}
+
+// "γ 5, T 0.9, top-k off, top-p 1, max_new_tokens 160, batch 1, seed 0" from a decoding section.
+std::string decoding_text(const json& d) {
+  if (!d.is_object() || !d.contains("gamma")) return "";
+  const std::string top_k = text_at(d, {"top_k"}) == "0" ? "off" : text_at(d, {"top_k"});
+  return fmt::format("γ {}, T {}, top-k {}, top-p {}, max_new_tokens {}, batch {}, seed {}", text_at(d, {"gamma"}),
+                     text_at(d, {"temperature"}), top_k, text_at(d, {"top_p"}), text_at(d, {"max_new_tokens"}),
+                     text_at(d, {"batch_size"}), text_at(d, {"seed"}));
+}
+
+// "bfloat16 (checkpoint bfloat16), kernel path avx2, 2 threads (OpenMP ...), CPU AMD EPYC (ISA ...)"
+std::string compute_text(const json& env) {
+  std::vector<std::string> parts;
+  const std::string dtype = text_at(env, {"compute_dtype"}).empty() ? text_at(env, {"dtype"}) : text_at(env, {"compute_dtype"});
+  if (!dtype.empty())
+    parts.push_back(dtype + (text_at(env, {"checkpoint_dtype"}).empty() ? "" : " (checkpoint " + text_at(env, {"checkpoint_dtype"}) + ")"));
+  if (!text_at(env, {"kernel_path"}).empty()) parts.push_back("kernel path " + text_at(env, {"kernel_path"}));
+  if (!text_at(env, {"threads"}).empty()) {
+    std::string t = text_at(env, {"threads"}) + " thread(s)";
+    if (!text_at(env, {"omp_wait_policy"}).empty()) t += " (OpenMP wait " + text_at(env, {"omp_wait_policy"}) + ")";
+    parts.push_back(t);
+  }
+  const std::string device = text_at(env, {"device"});
+  if (device.rfind("cuda", 0) == 0) parts.push_back("GPU " + device);
+  else if (!text_at(env, {"cpu_model"}).empty())
+    parts.push_back(fmt::format("CPU {}{}", text_at(env, {"cpu_model"}),
+                                text_at(env, {"cpu_isa"}).empty() ? "" : " (ISA " + text_at(env, {"cpu_isa"}) + ")"));
+  if (!text_at(env, {"libtorch"}).empty())
+    parts.push_back("LibTorch " + text_at(env, {"libtorch"}) + (text_at(env, {"cuda_build"}) == "true" ? " (CUDA build)" : ""));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+// The configuration block: what ran, in one table a reviewer can paste.
+void configuration_block(std::string& md, const Report& r) {
+  const json& c = r.config;
+  std::vector<std::pair<std::string, std::string>> rows;
+  auto row = [&](std::string key, std::string value) {
+    if (!value.empty()) rows.emplace_back(std::move(key), std::move(value));
+  };
+  std::string target = text_at(c, {"target", "path"});
+  if (!target.empty() && !parameters_text(r.environment).empty()) target += " (" + parameters_text(r.environment) + ")";
+  row("Target", target);
+  if (text_at(c, {"draft", "kind"}) == "none") row("Draft", "none (target only)");
+  else if (!text_at(c, {"draft", "kind"}).empty())
+    row("Draft", fmt::format("{} {}", text_at(c, {"draft", "kind"}), text_at(c, {"draft", "path"})));
+  row("Dataset", fmt::format("{}{}", text_at(r.dataset, {"name"}),
+                             text_at(r.dataset, {"n_requests"}).empty() ? "" : ", " + text_at(r.dataset, {"n_requests"}) + " requests"));
+  row("Decoding", decoding_text(c.contains("decoding") ? c["decoding"] : json()));
+  if (c.contains("arms") && c["arms"].is_array())
+    for (const auto& a : c["arms"])
+      if (a.contains("decoding") && c.contains("decoding") && a["decoding"] != c["decoding"])
+        row("Decoding (" + text_at(a, {"name"}) + ")", decoding_text(a["decoding"]));
+  row("Computed in", compute_text(r.environment));
+  const std::string load_start = text_at(r.environment, {"load_average_1m_start"}), load_end = text_at(r.environment, {"load_average_1m_end"});
+  if (!load_start.empty() || !load_end.empty())
+    row("Load average (1 min)", fmt::format("{} at start, {} at end (high: the timings shared the CPUs)",
+                                            load_start.empty() ? kNa : load_start, load_end.empty() ? kNa : load_end));
+  row("Run", fmt::format("{}{}", text_at(r.environment, {"git_commit"}).empty() ? "" : "commit " + text_at(r.environment, {"git_commit"}),
+                         text_at(r.environment, {"started_at"}).empty() ? "" : ", started " + text_at(r.environment, {"started_at"})));
+  if (rows.empty()) return;
+  md += "| Configuration | |\n|---|---|\n";
+  for (const auto& [k, v] : rows) md += fmt::format("| {} | {} |\n", cell(k), cell(v));
+  md += "\n";
+}
+
+// Partial results, warnings, the toy-model banner and the small-sample warning.
+void notices(std::string& md, const Report& r) {
+  if (r.partial)
+    md += "> **Partial results**: the run was interrupted or the arms did not finish the same requests. "
+          "Numbers cover the finished requests only.\n\n";
+  for (const auto& w : r.warnings) md += fmt::format("> Warning: {}\n\n", w);
+  const json& env = r.environment;
+  if (env.contains("target_parameters") && env["target_parameters"].is_number() &&
+      env["target_parameters"].get<double>() < kToyModelParameters && !is_toy_dataset(text_at(r.dataset, {"name"})))
+    md += fmt::format("> **Toy models** ({}): these numbers show the harness works, not model quality. "
+                      "Run a real target and draft for accuracy and speed claims.\n\n", parameters_text(env));
+  long fewest = -1;
+  for (const auto& c : r.comparisons) fewest = fewest < 0 ? c.n_pairs : std::min<long>(fewest, c.n_pairs);
+  if (fewest >= 0 && fewest < kSmallSamplePairs)
+    md += fmt::format("> **Small sample**: {} paired request(s) (fewer than {}). The intervals are wide and no "
+                      "difference below is conclusive; run more requests (dataset.n) before drawing conclusions.\n\n",
+                      fewest, kSmallSamplePairs);
+}
+
+void results_table(std::string& md, const Report& r) {
+  md += "## Results\n\n";
+  md += "| Method | Output tok/s | Total tok/s | Avg latency (s) | τ | Accuracy |\n";
+  md += "|---|---:|---:|---:|---:|---:|\n";
+  for (const auto& a : r.arms) {
+    const auto& m = a.metrics;
+    md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", cell(a.name), num(m.output_tokens_per_s, 1),
+                      num(m.total_tokens_per_s, 1), num(m.latency_mean_s, 3), num(m.mean_accept_length, 2),
+                      accuracy_cell(m));
+  }
+  for (const auto& c : r.comparisons) {
+    std::string tau = std::isfinite(c.accept_length_ratio) ? fmt::format("×{:.2f}", c.accept_length_ratio) : kNa;
+    if (finite(c.accept_length_ratio_ci95))
+      tau += fmt::format(" [{:.2f}, {:.2f}]", c.accept_length_ratio_ci95.lo, c.accept_length_ratio_ci95.hi);
+    std::string acc = kNa;
+    if (c.n_scored_pairs > 0)
+      acc = signed_num(c.accuracy_delta_pp, 1) + " pp" + ci(c.accuracy_delta_ci95, 1, true) +
+            fmt::format(" (McNemar p={})", p_value(c.mcnemar_p));
+    md += fmt::format("| Relative gain: {} vs {} | {}%{} | {}% | {}%{} | {} | {} |\n", cell(c.arm), cell(c.baseline),
+                      signed_num(c.throughput_gain_pct, 1), ci(c.throughput_gain_ci95, 1, true),
+                      signed_num(c.total_throughput_gain_pct, 1), signed_num(c.latency_change_pct, 1),
+                      ci(c.latency_change_ci95, 1, true), tau, acc);
+  }
+  md += "\nτ = tokens emitted per target verification step, bonus/correction token included (vLLM / Spec-Bench). "
+        "Accuracy: 95% Wilson interval. Relative gains: paired by (request, repeat), 95% paired bootstrap "
+        "intervals over requests";
+  if (!r.comparisons.empty())
+    md += fmt::format(" (B={}, seed {})", r.comparisons.front().bootstrap_resamples, r.comparisons.front().bootstrap_seed);
+  md += "; accuracy change in percentage points with an exact McNemar test.\n\n";
+  if (!r.comparisons.empty()) {
+    md += "Outputs identical to the baseline's (same ids and text; every pair when both arms decode greedily):";
+    for (const auto& c : r.comparisons) md += fmt::format(" {} {}/{};", cell(c.arm), c.identical_outputs, c.n_pairs);
+    md.back() = '.';
+    md += "\n\n";
+  }
+}
+
+void details_table(std::string& md, const Report& r) {
+  md += "## Details\n\n";
+  md += "| Method | Verifier | Requests | Errors | p50 (s) | p90 (s) | p99 (s) | TTFT (s) | TPOT (ms) | "
+        "Acceptance rate | Wall (s) |\n";
+  md += "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& a : r.arms) {
+    const auto& m = a.metrics;
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}{} |\n", cell(a.name),
+                      cell(verifier_in_words(a.verifier)), m.n_requests, m.n_errors, num(m.latency_p50_s, 3),
+                      num(m.latency_p90_s, 3), num(m.latency_p99_s, 3), num(m.ttft_mean_s, 3),
+                      num(1000 * m.tpot_mean_s, 1), pct(m.acceptance_rate), num(m.wall_s, 2),
+                      m.wall_from_latencies ? " (Σ latency)" : "");
+  }
+  md += "\n";
+}
+
+void acceptance_sections(std::string& md, const Report& r) {
+  size_t max_pos = 0;
+  for (const auto& a : r.arms) max_pos = std::max(max_pos, a.metrics.acceptance_per_position.size());
+  if (max_pos == 0) return;
+  md += "## Acceptance per draft position\n\nShare of verification steps in which draft position k was accepted.\n\n";
+  md += "| Method |";
+  for (size_t k = 0; k < max_pos; ++k) md += fmt::format(" pos {} |", k + 1);
+  md += "\n|---|";
+  for (size_t k = 0; k < max_pos; ++k) md += "---:|";
+  md += "\n";
+  for (const auto& a : r.arms) {
+    if (a.metrics.drafted == 0) continue;
+    md += fmt::format("| {} |", cell(a.name));
+    for (size_t k = 0; k < max_pos; ++k)
+      md += " " + (k < a.metrics.acceptance_per_position.size() ? pct(a.metrics.acceptance_per_position[k]) : kNa) + " |";
+    md += "\n";
+  }
+  md += "\n## Pardons and distortion\n\n";
+  md += "Pardon share: accepted draft tokens that the exact rule would have rejected. "
+        "Distortion: mean total-variation distance between the verifier's induced distribution and the target's.\n\n";
+  md += "| Method | Acceptance rate | Pardon share | Distortion TV (mean) | Mean u | System efficiency |\n";
+  md += "|---|---:|---:|---:|---:|---:|\n";
+  for (const auto& a : r.arms) {
+    const auto& m = a.metrics;
+    if (m.drafted == 0) continue;
+    md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", cell(a.name), pct(m.acceptance_rate), pct(m.pardon_share, 2),
+                      num(m.distortion_tv_mean, 4), num(m.mean_uncertainty, 3), pct(m.system_efficiency));
+  }
+  md += "\n";
+}
+
+void uncertainty_section(std::string& md, const Report& r) {
+  std::vector<const ArmReport*> drafting, pardoning;
+  for (const auto& a : r.arms) {
+    int64_t d = 0;
+    for (const auto& b : a.metrics.uncertainty_buckets) d += b.drafted;
+    if (d > 0) drafting.push_back(&a);
+    if (d > 0 && a.metrics.pardoned > 0) pardoning.push_back(&a);
+  }
+  if (drafting.empty()) return;
+  const ArmReport* ref = drafting.front();
+  for (const auto* a : drafting)
+    if (a->name == r.baseline) ref = a;
+  md += "## Where EARS acts\n\n";
+  md += fmt::format("Per decile of the target's uncertainty u = 1 − max p at the drafted position: share of "
+                    "drafted tokens (arm {}), acceptance rate per arm, pardon share per arm.\n\n",
+                    cell(ref->name));
+  md += "| u range | Drafted share |";
+  for (const auto* a : drafting) md += fmt::format(" Accept {} |", cell(a->name));
+  for (const auto* a : pardoning) md += fmt::format(" Pardon {} |", cell(a->name));
+  md += "\n|---|---:|";
+  for (size_t i = 0; i < drafting.size() + pardoning.size(); ++i) md += "---:|";
+  md += "\n";
+  for (int d = 0; d < kUncertaintyDeciles; ++d) {
+    bool any = false;
+    for (const auto* a : drafting) any |= a->metrics.uncertainty_buckets[d].drafted > 0;
+    if (!any) continue;
+    md += fmt::format("| [{:.1f}, {:.1f}) | {} |", d / 10.0, (d + 1) / 10.0,
+                      pct(ref->metrics.uncertainty_buckets[d].drafted_share));
+    for (const auto* a : drafting) md += " " + pct(a->metrics.uncertainty_buckets[d].acceptance_rate) + " |";
+    for (const auto* a : pardoning) md += " " + pct(a->metrics.uncertainty_buckets[d].pardon_share) + " |";
+    md += "\n";
+  }
+  md += "\n";
+}
+
+void category_section(std::string& md, const Report& r) {
+  std::set<std::string> categories;
+  for (const auto& a : r.arms)
+    for (const auto& c : a.metrics.categories) categories.insert(c.category);
+  if (categories.size() <= 1) return;
+  md += "## Per category\n\nThroughput per category is Σ output tokens / Σ request latency.\n\n";
+  md += "| Category | Method | Requests | Accuracy | Output tok/s | τ |\n|---|---|---:|---:|---:|---:|\n";
+  for (const auto& name : categories)
+    for (const auto& a : r.arms)
+      for (const auto& c : a.metrics.categories) {
+        if (c.category != name) continue;
+        const std::string acc = c.n_scored == 0 ? std::string(kNa)
+                                                : pct(c.accuracy) + ci({100 * c.accuracy_ci95.lo, 100 * c.accuracy_ci95.hi}, 1, false);
+        md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", cell(name), cell(a.name), c.n_requests, acc,
+                          num(c.output_tokens_per_s, 1), num(c.mean_accept_length, 2));
+      }
+  md += "\n";
+}
+
+void sweep_and_charts(std::string& md, const Report& r) {
+  const auto sweeps = sweep_series(r);
+  if (!sweeps.empty()) {
+    md += "## β sweep\n\n| Verifier | β | Arm | Throughput gain | Accuracy change |\n|---|---:|---|---:|---:|\n";
+    for (const auto& s : sweeps)
+      for (const auto& p : s.points)
+        md += fmt::format("| {} | {:g} | {} | {}%{} | {} pp{} |\n", cell(s.name), p.beta, cell(p.arm),
+                          signed_num(p.throughput_gain_pct, 1), ci(p.throughput_gain_ci95, 1, true),
+                          signed_num(p.accuracy_delta_pp, 1), ci(p.accuracy_delta_ci95, 1, true));
+    md += "\n";
+  }
+  if (!has_accept_length_chart(r) && !has_sweep_chart(r)) return;
+  md += "## Charts\n\n";
+  if (has_accept_length_chart(r)) md += "![Tokens emitted per step](accept_length.svg)\n\n";
+  if (has_sweep_chart(r)) md += "![Throughput gain vs accuracy change across β](sweep.svg)\n\n";
+}
+
+void appendix(std::string& md, const Report& r) {
+  if (!r.dataset.empty()) {
+    md += "## Dataset\n\n";
+    key_value_table(md, r.dataset);
+  }
+  md += "## Environment\n\n";
+  key_value_table(md, r.environment);
+  if (!r.sources.empty()) {
+    md += "## Sources\n\n";
+    for (const auto& s : r.sources) md += fmt::format("- `{}`\n", s);
+    md += "\n";
+  }
+}
+
+}  // namespace
+
+bool is_toy_dataset(const std::string& name) { return name == "synth-gsm" || name == "open-stems"; }
+
+std::string verifier_in_words(const json& v) {
+  const std::string type = text_at(v, {"type"});
+  std::string words = type.empty() ? v.dump() : type;
+  auto number = [&](const char* k) { return v.contains(k) && v[k].is_number() ? fmt::format("{:g}", v[k].get<double>()) : "?"; };
+  if (type == "baseline") words = "baseline (exact)";
+  else if (type == "ears") words = fmt::format("ears β={} ({})", number("beta"), text_at(v, {"uncertainty"}).empty() ? "max_prob" : text_at(v, {"uncertainty"}));
+  else if (type == "typical") words = fmt::format("typical ε={} δ={}", number("eps"), number("delta"));
+  const std::string draft = text_at(v, {"draft"});
+  if (draft == "none") words += ", target only";
+  else if (!draft.empty()) words += ", " + draft + " draft";
+  return words;
+}
+
+bool has_accept_length_chart(const Report& report) {
+  return std::any_of(report.arms.begin(), report.arms.end(), [](const ArmReport& a) { return a.metrics.drafted > 0; });
+}
+
+bool has_sweep_chart(const Report& report) {
+  for (const auto& s : sweep_series(report))
+    for (const auto& p : s.points)
+      if (std::isfinite(p.accuracy_delta_pp) && std::isfinite(p.throughput_gain_pct)) return true;
+  return false;
+}
+
+std::string render_markdown(const Report& report) {
+  std::string md = "# ears-bench report\n\n";
+  notices(md, report);
+  configuration_block(md, report);
+  md += fmt::format("Baseline: **{}**.\n\n", cell(report.baseline));
+  results_table(md, report);
+  details_table(md, report);
+  acceptance_sections(md, report);
+  uncertainty_section(md, report);
+  category_section(md, report);
+  sweep_and_charts(md, report);
+  appendix(md, report);
+  return md;
+}
+
+}  // namespace ears
