@@ -9,12 +9,14 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "harness/base/files.h"
+#include "harness/base/rng.h"
 #include "datasets/dataset.h"
 #include "datasets/open_stems.h"
 #include "datasets/scoring.h"
 #include "datasets/synth_gsm.h"
-#include "decoders/utf8.h"
-#include "harness/error.h"
+#include "harness/base/utf8.h"
+#include "harness/base/error.h"
 
 namespace ears {
 namespace fs = std::filesystem;
@@ -27,19 +29,11 @@ struct LineError {
   std::string message;
 };
 
-std::string read_whole_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open for reading", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Reads a JSONL file, calling `on_record(json, line_number)` for every record. Bad lines (and
 // LineError thrown by on_record) fail with "file:LINE: ..." or, when `skip`, are counted.
 template <class F>
 std::size_t read_jsonl(const std::string& path, bool skip, F&& on_record) {
-  std::string content = read_whole_file(path);
+  std::string content = read_file(path);
   std::string_view rest = content;
   if (rest.substr(0, 3) == "\xEF\xBB\xBF") rest.remove_prefix(3);  // UTF-8 BOM
   std::size_t line_no = 0, records = 0, skipped = 0;
@@ -151,13 +145,6 @@ std::string apply_template(const std::string& tpl, const std::string& question) 
   return out;
 }
 
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
 // n distinct indices into [0, pool) drawn from (seed, index), excluding `exclude_question`.
 std::vector<std::pair<std::string, std::string>> pick_exemplars(
     const std::vector<std::pair<std::string, std::string>>& pool, int n, uint64_t seed,
@@ -165,7 +152,7 @@ std::vector<std::pair<std::string, std::string>> pick_exemplars(
   uint64_t state = seed ^ (0xA0761D6478BD642FULL * (static_cast<uint64_t>(index) + 1));
   std::vector<std::size_t> chosen;
   while (static_cast<int>(chosen.size()) < n) {
-    std::size_t k = splitmix64(state) % pool.size();
+    std::size_t k = splitmix64_next(state) % pool.size();
     if (std::find(chosen.begin(), chosen.end(), k) != chosen.end()) continue;
     if (pool[k].first == exclude_question) continue;
     chosen.push_back(k);

@@ -9,8 +9,8 @@
 #include <map>
 #include <memory>
 
-#include "decoders/utf8.h"
-#include "harness/error.h"
+#include "harness/base/utf8.h"
+#include "harness/base/error.h"
 
 namespace ears {
 namespace {

@@ -8,7 +8,7 @@
 #include <initializer_list>
 #include <unordered_set>
 
-#include "harness/error.h"
+#include "harness/base/error.h"
 
 namespace ears {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "decoders/kernel_path.h"
 #include "decoders/runtime.h"
-#include "harness/error.h"
+#include "harness/base/error.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -9,7 +9,8 @@
 
 #include "decoders/layers.h"
 #include "decoders/safetensors.h"
-#include "harness/error.h"
+#include "harness/base/files.h"
+#include "harness/base/error.h"
 
 namespace ears {
 
@@ -18,12 +19,7 @@ Eagle3Head Eagle3Head::load(const std::filesystem::path& dir, const CausalLM& ta
   const auto config_path = dir / "config.json";
   head.cfg_ = ModelConfig::load(dir, /*check_architecture=*/false);
   nlohmann::json j;
-  {
-    std::ifstream in(config_path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-  }
+  j = nlohmann::json::parse(read_file(config_path, "config.json"), nullptr, /*allow_exceptions=*/false);
   const ModelConfig& c = head.cfg_;
   const ModelConfig& tc = target.config();
   auto get_int = [&](const char* key, int64_t fallback) -> int64_t {

@@ -11,7 +11,7 @@
 #include "decoders/runtime.h"
 #include "decoders/tokenizer.h"
 #include "decoders/trace.h"
-#include "harness/error.h"
+#include "harness/base/error.h"
 
 namespace ears {
 

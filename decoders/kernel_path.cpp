@@ -5,7 +5,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "harness/error.h"
+#include "harness/base/error.h"
 
 #if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
 #define EARS_KERNELS_X86 1

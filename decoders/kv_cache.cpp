@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "harness/error.h"
+#include "harness/base/error.h"
 
 namespace ears {
 

@@ -14,7 +14,7 @@
 #include "decoders/cpu_avx2.h"
 #include "decoders/cpu_bf16.h"
 #include "decoders/kernel_path.h"
-#include "harness/error.h"
+#include "harness/base/error.h"
 
 namespace ears {
 namespace layers {

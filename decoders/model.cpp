@@ -6,7 +6,7 @@
 
 #include "decoders/kernel_path.h"
 #include "decoders/safetensors.h"
-#include "harness/error.h"
+#include "harness/base/error.h"
 
 namespace ears {
 

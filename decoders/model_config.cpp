@@ -6,7 +6,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "harness/error.h"
+#include "harness/base/files.h"
+#include "harness/base/error.h"
 
 namespace ears {
 
@@ -238,11 +239,7 @@ ModelConfig ModelConfig::parse(const std::string& json_text, const std::string& 
 
 ModelConfig ModelConfig::load(const std::filesystem::path& dir, bool check_architecture) {
   const auto path = std::filesystem::is_directory(dir) ? dir / "config.json" : dir;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open config.json (is this a Hugging Face model directory?)", path.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse(ss.str(), path.string(), check_architecture);
+  return parse(read_file(path, "config.json", "is this a Hugging Face model directory?"), path.string(), check_architecture);
 }
 
 int64_t ModelConfig::parameter_count() const {

@@ -9,7 +9,7 @@
 
 #include "decoders/draft.h"
 #include "decoders/model.h"
-#include "harness/error.h"
+#include "harness/base/error.h"
 
 namespace ears {
 namespace {

@@ -12,7 +12,7 @@
 #include <atomic>
 #include <thread>
 
-#include "harness/error.h"
+#include "harness/base/error.h"
 
 namespace ears {
 

@@ -18,7 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "decoders/safetensors_header.h"
-#include "harness/error.h"
+#include "harness/base/files.h"
+#include "harness/base/error.h"
 
 // safetensors stores little-endian data and tensors view the mapped bytes directly.
 static_assert(std::endian::native == std::endian::little, "big-endian hosts are not supported");
@@ -88,14 +89,6 @@ c10::ScalarType to_scalar_type(SafetensorsDtype dtype) {
   return at::kFloat;  // unreachable
 }
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open for reading; check permissions", path.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 }  // namespace
 
 struct Checkpoint::Impl {
@@ -122,7 +115,7 @@ struct Checkpoint::Impl {
   void open_index(const fs::path& dir, const fs::path& index_path) {
     nlohmann::json index;
     try {
-      index = nlohmann::json::parse(read_text(index_path));
+      index = nlohmann::json::parse(read_file(index_path));
     } catch (const nlohmann::json::exception& e) {
       std::string what = e.what();
       std::replace(what.begin(), what.end(), '\n', ' ');

@@ -9,7 +9,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "harness/error.h"
+#include "harness/base/error.h"
 
 namespace ears {
 namespace {

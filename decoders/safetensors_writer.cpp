@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "harness/error.h"
+#include "harness/base/error.h"
 
 namespace ears {
 

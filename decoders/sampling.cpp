@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "harness/error.h"
+#include "harness/base/error.h"
 
 namespace ears {
 
@@ -88,13 +88,6 @@ at::Tensor sample_from_probs(const at::Tensor& probs, const at::Tensor& uniforms
   const at::Tensor last = at::searchsorted(cdf, total, /*out_int32=*/false, /*right=*/false);
   // (A NaN row finds nothing: clamped to a valid id; the engine flags the row through max_prob.)
   return at::minimum(ids, last).clamp_max_(V - 1).squeeze(1);
-}
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
 }
 
 uint64_t fnv1a64(std::string_view s) {

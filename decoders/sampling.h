@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "harness/base/rng.h"  // splitmix64
+
 namespace ears {
 
 struct SamplingParams {
@@ -48,8 +50,6 @@ ProcessedProbs process_logits(const at::Tensor& logits, const SamplingParams& pa
 // returns id 0.
 at::Tensor sample_from_probs(const at::Tensor& probs, const at::Tensor& uniforms);
 
-// splitmix64 finaliser (Steele, Lea & Flood 2014): a bijection on 64-bit integers.
-uint64_t splitmix64(uint64_t x);
 // FNV-1a 64 of a string, for requests identified by a string key.
 uint64_t fnv1a64(std::string_view s);
 // The seed of a request's generator:

@@ -13,7 +13,7 @@
 #include <string>
 #include <thread>
 
-#include "harness/error.h"
+#include "harness/base/error.h"
 
 namespace ears {
 

@@ -19,8 +19,9 @@
 #include <unordered_map>
 #include <utility>
 
-#include "decoders/utf8.h"
-#include "harness/error.h"
+#include "harness/base/files.h"
+#include "harness/base/utf8.h"
+#include "harness/base/error.h"
 
 namespace ears {
 namespace {
@@ -432,16 +433,8 @@ struct Ctx {
   }
 };
 
-std::string read_all(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) fail("tokenizer: cannot open {} for reading; check the path and permissions", p.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 json parse_json(const std::filesystem::path& p) {
-  std::string text = read_all(p);
+  std::string text = read_file(p, "the tokenizer file");
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
@@ -666,7 +659,7 @@ void Tokenizer::Impl::load(const std::filesystem::path& path) {
   Ctx c{path.string()};
   TokenizerJsonReader rd;
   {
-    std::string text = read_all(path);
+    std::string text = read_file(path, "the tokenizer file");
     try {
       json::sax_parse(text, &rd);
     } catch (const json::exception& e) {

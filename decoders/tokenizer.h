@@ -107,7 +107,7 @@ class StopMatcher {
 // when thinking is false (the Qwen3 template with enable_thinking=false).
 std::string qwen3_chat_prompt(std::string_view user_message, bool thinking);
 
-// Unicode NFC (utf8proc); invalid UTF-8 is first sanitized (decoders/utf8.h has the rest).
+// Unicode NFC (utf8proc); invalid UTF-8 is first sanitized (harness/base/utf8.h has the rest).
 std::string utf8_nfc(std::string_view s);
 
 }  // namespace ears

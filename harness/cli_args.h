@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/error.h"
+#include "harness/base/error.h"
 
 namespace ears {
 

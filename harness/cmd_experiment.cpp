@@ -8,7 +8,8 @@
 #include <sstream>
 
 #include "harness/commands.h"
-#include "harness/error.h"
+#include "harness/base/files.h"
+#include "harness/base/error.h"
 #include "reports/gate.h"
 #include "harness/runner.h"
 #include "reports/markdown.h"
@@ -19,14 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-std::string read_text(const fs::path& p, const std::string& what) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) fail("{}: cannot read {} ({})", p.string(), what, std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::vector<fs::path> as_paths(const std::vector<std::string>& v) { return {v.begin(), v.end()}; }
 
@@ -69,7 +62,7 @@ int run_merge(const MergeArgs& a) {
       fail("merge: OUT_DIR '{}' is one of the shard directories; pass a new directory", a.out);
   merge_run_dirs(as_paths(a.shards), a.out);
   const fs::path cfg = fs::path(a.shards.front()) / runner::kConfigFile;
-  if (fs::exists(cfg)) write_file_atomic(fs::path(a.out) / runner::kConfigFile, read_text(cfg, "the config"));
+  if (fs::exists(cfg)) write_file_atomic(fs::path(a.out) / runner::kConfigFile, read_file(cfg, "the config"));
   const Report report = report_from_run_dirs(as_paths(a.shards));
   write_report_files(report, a.out);
   if (!a.quiet) fmt::print("{}\n", runner::report_summary(render_markdown(report)));
@@ -92,7 +85,7 @@ int run_gate(const GateArgs& a) {
          report_file.string(), a.dir);
   json j;
   try {
-    j = json::parse(read_text(report_file, "the report"));
+    j = json::parse(read_file(report_file, "the report"));
   } catch (const json::parse_error& e) {
     fail("{}: invalid JSON ({}); re-render it with 'ears-bench report {}'", report_file.string(), e.what(), a.dir);
   }
@@ -101,7 +94,7 @@ int run_gate(const GateArgs& a) {
   if (!a.rules.empty()) {
     if (!fs::is_regular_file(a.rules))
       fail("--rules {}: not a readable file; pass a file with one rule per line ('ARM: METRIC OP VALUE')", a.rules);
-    auto more = parse_gate_rules_file(read_text(a.rules, "the gate rules"), a.rules);
+    auto more = parse_gate_rules_file(read_file(a.rules, "the gate rules"), a.rules);
     if (more.empty())
       fail("--rules {}: the file holds no rule (only blank lines or comments); add 'ARM: METRIC OP VALUE' lines",
            a.rules);

@@ -11,7 +11,7 @@
 #include "harness/cli_args.h"
 #include "harness/commands.h"
 #include "harness/environment.h"
-#include "harness/error.h"
+#include "harness/base/error.h"
 #include "harness/model_setup.h"
 
 namespace ears {

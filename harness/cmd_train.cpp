@@ -7,7 +7,7 @@
 
 #include "harness/cli_args.h"
 #include "harness/commands.h"
-#include "harness/error.h"
+#include "harness/base/error.h"
 #include "harness/train.h"
 
 namespace ears {

@@ -21,9 +21,10 @@
 #include <set>
 #include <sstream>
 
-#include "decoders/utf8.h"
+#include "harness/base/files.h"
+#include "harness/base/utf8.h"
 #include "harness/base/strings.h"
-#include "harness/error.h"
+#include "harness/base/error.h"
 
 namespace ears::config {
 namespace fs = std::filesystem;
@@ -904,11 +905,8 @@ ExperimentSpec parse_experiment(const std::string& yaml_text, const std::string&
 }
 
 ExperimentSpec load_experiment(const fs::path& file, const std::vector<std::string>& overrides) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail("{}: cannot read the experiment file ({}); check the path", file.string(), std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_experiment(ss.str(), file.string(), fs::absolute(file).parent_path(), overrides);
+  const std::string text = read_file(file, "the experiment file", "check the path");
+  return parse_experiment(text, file.string(), fs::absolute(file).parent_path(), overrides);
 }
 
 // ---------------------------------------------------------------- output

@@ -8,7 +8,7 @@
 
 #include "harness/commands.h"
 #include "harness/environment.h"
-#include "harness/error.h"
+#include "harness/base/error.h"
 
 namespace {
 

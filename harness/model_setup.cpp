@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "decoders/runtime.h"
-#include "harness/error.h"
+#include "harness/base/error.h"
 
 namespace ears {
 

@@ -26,7 +26,8 @@
 #include "decoders/tokenizer.h"
 #include "harness/config.h"
 #include "harness/environment.h"
-#include "harness/error.h"
+#include "harness/base/files.h"
+#include "harness/base/error.h"
 #include "harness/model_setup.h"
 #include "harness/progress.h"
 #include "reports/markdown.h"
@@ -53,14 +54,6 @@ bool parse_int(const std::string& s, int& out) {
   if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 9) return false;
   out = std::stoi(s);
   return true;
-}
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) fail("{}: cannot read ({})", p.string(), std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace
@@ -114,7 +107,7 @@ std::vector<WorkUnit> plan_units(std::size_t n_arms, std::size_t n_requests, std
 std::size_t repair_jsonl_tail(const fs::path& file) {
   std::error_code ec;
   if (!fs::exists(file, ec)) return 0;
-  const std::string text = read_text(file);
+  const std::string text = read_file(file);
   if (text.empty() || text.back() == '\n') return 0;
   const auto nl = text.rfind('\n');
   const std::size_t keep = nl == std::string::npos ? 0 : nl + 1;
@@ -469,7 +462,7 @@ int run_experiment(const RunOptions& o) {
       fail("{}: no {} (the run was stopped while starting, before any result); start it again with 'ears-bench "
            "run CONFIG --out {}'",
            dir.string(), kRunMetaFile, dir.string());
-    spec = config::parse_experiment(read_text(cfg), cfg.string(), dir);
+    spec = config::parse_experiment(read_file(cfg), cfg.string(), dir);
     prior = read_run_meta(dir);
     run_id = prior.run_id;
     if (prior.dataset.contains("shard") && prior.dataset["shard"].is_string())

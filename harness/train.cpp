@@ -1,3 +1,4 @@
+#include "harness/base/rng.h"
 #include "harness/train.h"
 
 #include <ATen/ATen.h>
@@ -23,7 +24,7 @@
 #include "decoders/runtime.h"
 #include "decoders/safetensors.h"
 #include "decoders/tokenizer.h"
-#include "harness/error.h"
+#include "harness/base/error.h"
 
 namespace ears {
 
@@ -32,14 +33,7 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-uint64_t train_rng_next(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-double uniform01(uint64_t& state) { return static_cast<double>(train_rng_next(state) >> 11) * 0x1.0p-53; }
+double uniform01(uint64_t& state) { return unit_double(splitmix64_next(state)); }
 
 void write_text(const fs::path& file, const std::string& text) {
   std::ofstream out(file, std::ios::binary | std::ios::trunc);
@@ -194,7 +188,7 @@ const TrainDoc& DocSampler::draw(Pool& p) {
   if (p.pos >= p.order.size()) {  // new epoch: Fisher-Yates with our own stream
     p.order.resize(p.docs->size());
     std::iota(p.order.begin(), p.order.end(), 0u);
-    for (std::size_t i = p.order.size(); i > 1; --i) std::swap(p.order[i - 1], p.order[train_rng_next(state_) % i]);
+    for (std::size_t i = p.order.size(); i > 1; --i) std::swap(p.order[i - 1], p.order[splitmix64_next(state_) % i]);
     p.pos = 0;
   }
   return (*p.docs)[p.order[p.pos++]];

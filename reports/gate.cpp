@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "harness/base/strings.h"
-#include "harness/error.h"
+#include "harness/base/error.h"
 #include "reports/report.h"
 
 namespace ears {

@@ -7,7 +7,7 @@
 #include <numeric>
 #include <utility>
 
-#include "harness/error.h"
+#include "harness/base/error.h"
 
 namespace ears {
 
@@ -56,41 +56,6 @@ double mcnemar_exact_p(int64_t b, int64_t c) {
   }
   return std::min(1.0, 2 * tail);
 }
-
-// ---------------------------------------------------------------------------------------------
-// PRNG
-
-namespace {
-uint64_t splitmix64(uint64_t& x) {
-  uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-}  // namespace
-
-Rng::Rng(uint64_t seed) {
-  for (auto& s : s_) s = splitmix64(seed);
-}
-
-uint64_t Rng::next() {
-  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
-  const uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = rotl(s_[3], 45);
-  return result;
-}
-
-uint64_t Rng::below(uint64_t n) {
-  return static_cast<uint64_t>((static_cast<unsigned __int128>(next()) * n) >> 64);
-}
-
-double Rng::uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 
 // ---------------------------------------------------------------------------------------------
 // Per-arm metrics

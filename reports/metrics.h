@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/base/rng.h"
 #include "reports/result.h"
 
 namespace ears {
@@ -44,16 +45,6 @@ Interval wilson_interval(int64_t successes, int64_t n, double z = 1.959963984540
 // min(1, 2 · P(X <= min(b, c))) with X ~ Binomial(b + c, 1/2). 1 when b + c == 0.
 double mcnemar_exact_p(int64_t b, int64_t c);
 
-// Small deterministic PRNG (xoshiro256** seeded by splitmix64), identical on every platform.
-class Rng {
- public:
-  explicit Rng(uint64_t seed);
-  uint64_t next();
-  uint64_t below(uint64_t n);  // uniform in [0, n), n > 0
-  double uniform();            // uniform in [0, 1)
- private:
-  uint64_t s_[4];
-};
 
 struct UncertaintyBucket {
   double lo = 0, hi = 0;  // u range [lo, hi)

@@ -12,7 +12,8 @@
 #include <set>
 #include <sstream>
 
-#include "harness/error.h"
+#include "harness/base/files.h"
+#include "harness/base/error.h"
 #include "reports/markdown.h"
 
 namespace ears {
@@ -261,23 +262,6 @@ std::vector<SweepSeries> sweep_series(const Report& report) {
 
 // ---------------------------------------------------------------------------------------------
 // Files
-
-void write_file_atomic(const fs::path& path, const std::string& content) {
-  const fs::path tmp = path.string() + fmt::format(".tmp.{}", static_cast<long>(::getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail("{}: cannot write ({}); check the directory exists and is writable", tmp.string(), std::strerror(errno));
-    out.write(content.data(), static_cast<std::streamsize>(content.size()));
-    out.flush();
-    if (!out) fail("{}: write failed ({}); check free disk space", tmp.string(), std::strerror(errno));
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    fail("{}: cannot replace the file ({})", path.string(), ec.message());
-  }
-}
 
 void write_report_files(const Report& report, const fs::path& dir) {
   std::error_code ec;

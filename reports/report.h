@@ -56,6 +56,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/base/files.h"  // write_file_atomic
 #include "reports/metrics.h"
 #include "reports/result.h"
 #include "reports/svg.h"
@@ -123,8 +124,6 @@ std::vector<SweepSeries> sweep_series(const Report& report);
 // (accept_length.svg when an arm drafted, sweep.svg for a β sweep with accuracy) into `dir`
 // (created if needed), each atomically (temp file + rename); a chart without data is removed.
 void write_report_files(const Report& report, const std::filesystem::path& dir);
-// Writes `content` to a temp file beside `path`, then renames it over `path`.
-void write_file_atomic(const std::filesystem::path& path, const std::string& content);
 
 // results.jsonl: one RequestResult per line, validated; blank lines are skipped. With
 // `tolerate_truncated_last_line`, a last line that is not valid JSON (a killed writer) is

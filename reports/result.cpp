@@ -5,7 +5,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "harness/error.h"
+#include "harness/base/error.h"
 
 namespace ears {
 namespace {

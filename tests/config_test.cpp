@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/config.h"
-#include "harness/error.h"
+#include "harness/base/error.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;

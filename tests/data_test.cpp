@@ -13,8 +13,8 @@
 #include "datasets/open_stems.h"
 #include "datasets/scoring.h"
 #include "datasets/synth_gsm.h"
-#include "decoders/utf8.h"
-#include "harness/error.h"
+#include "harness/base/utf8.h"
+#include "harness/base/error.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;
@@ -261,7 +261,7 @@ TEST(QaScoring, ExactMatchAndF1HandComputed) {
 
 // ---------------------------------------------------------------- Unicode lower-casing
 
-// decoders/utf8's lower() is Python's str.lower(), which both QA scorers use (SQuAD's
+// harness/base/utf8's lower() is Python's str.lower(), which both QA scorers use (SQuAD's
 // normalize_answer, lm-eval's np.char.lower). Expected values are CPython 3.11's.
 TEST(Utf8Lower, IsPythonStrLower) {
   using utf8::lower;

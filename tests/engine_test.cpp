@@ -18,7 +18,7 @@
 #include "decoders/engine.h"
 #include "decoders/model.h"
 #include "decoders/runtime.h"
-#include "harness/error.h"
+#include "harness/base/error.h"
 #include "tests/tensor_test_util.h"
 #include "tests/test_util.h"
 

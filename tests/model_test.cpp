@@ -12,7 +12,7 @@
 #include "decoders/model.h"
 #include "decoders/model_config.h"
 #include "decoders/safetensors_header.h"
-#include "harness/error.h"
+#include "harness/base/error.h"
 #include "tests/tensor_test_util.h"
 #include "tests/kernel_paths.h"
 #include "tests/test_util.h"

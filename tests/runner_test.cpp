@@ -15,7 +15,7 @@
 
 #include "decoders/engine.h"
 #include "datasets/dataset.h"
-#include "harness/error.h"
+#include "harness/base/error.h"
 #include "harness/progress.h"
 #include "harness/runner.h"
 #include "reports/report.h"

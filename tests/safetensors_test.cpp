@@ -11,7 +11,7 @@
 
 #include "decoders/safetensors.h"
 #include "decoders/safetensors_header.h"
-#include "harness/error.h"
+#include "harness/base/error.h"
 #include "tests/test_util.h"
 
 namespace {

@@ -11,8 +11,8 @@
 #include <thread>
 #include <unistd.h>
 
-#include "decoders/utf8.h"
-#include "harness/error.h"
+#include "harness/base/utf8.h"
+#include "harness/base/error.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;
@@ -583,7 +583,7 @@ TEST(TinyTokenizer, LoadErrorsNameFileAndKey) {
   EXPECT_NE(cm.find("tokenizer_config.json"), std::string::npos) << cm;
 }
 
-// decoders/utf8: the one UTF-8 validator the tokenizer, the loaders, the scorers and the config
+// harness/base/utf8: the one UTF-8 validator the tokenizer, the loaders, the scorers and the config
 // reader share. RFC 3629 edges, offsets of the first bad byte, maximal-subpart replacement.
 TEST(Utf8, ValidatesDecodesAndReplacesMaximalSubparts) {
   using ears::utf8::first_invalid;

@@ -15,7 +15,7 @@
 #include "decoders/safetensors.h"
 #include "decoders/safetensors_writer.h"
 #include "decoders/tokenizer.h"
-#include "harness/error.h"
+#include "harness/base/error.h"
 #include "harness/train.h"
 #include "test_util.h"
 

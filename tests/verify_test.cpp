@@ -13,7 +13,7 @@
 
 #include "decoders/sampling.h"
 #include "decoders/verify.h"
-#include "harness/error.h"
+#include "harness/base/error.h"
 #include "tests/chi2.h"
 #include "tests/test_util.h"
 

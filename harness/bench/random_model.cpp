@@ -22,7 +22,7 @@
 #include "decoders/sampling.h"
 #include "decoders/verify.h"
 #include "harness/environment.h"
-#include "harness/error.h"
+#include "harness/base/error.h"
 #include "harness/model_setup.h"
 #include "harness/train.h"
 

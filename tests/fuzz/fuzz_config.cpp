@@ -7,7 +7,7 @@
 #include <string>
 
 #include "harness/config.h"
-#include "harness/error.h"
+#include "harness/base/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

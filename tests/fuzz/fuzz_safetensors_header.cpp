@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "decoders/safetensors_header.h"
-#include "harness/error.h"
+#include "harness/base/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "datasets/scoring.h"
-#include "harness/error.h"
+#include "harness/base/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view all(reinterpret_cast<const char*>(data), size);

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "decoders/tokenizer.h"
-#include "decoders/utf8.h"
-#include "harness/error.h"
+#include "harness/base/utf8.h"
+#include "harness/base/error.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "decoders/utf8.h"
+#include "harness/base/utf8.h"
 
 #include <utf8proc.h>
 

@@ -1,6 +1,6 @@
 // UTF-8: validation, decoding, U+FFFD replacement and Python-compatible lower-casing, shared by
-// the tokenizer, the dataset loaders and scorers, and the config reader. Torch-free (library
-// ears_utf8; character properties from utf8proc).
+// the tokenizer, the dataset loaders and scorers, and the config reader. Base layer (library
+// ears_base; character properties from utf8proc).
 //
 // "Valid" is RFC 3629 / Unicode: no overlong forms, no surrogates, nothing above U+10FFFF.
 // Replacement follows the Unicode "maximal subpart" practice (as Python's errors="replace" and

@@ -1,0 +1,43 @@
+#include "harness/base/files.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "harness/base/error.h"
+
+namespace ears {
+
+namespace fs = std::filesystem;
+
+std::string read_file(const fs::path& path, std::string_view what, std::string_view fix) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in || fs::is_directory(path))
+    fail("{}: cannot read {} ({}); {}", path.string(), what,
+         fs::is_directory(path) ? "it is a directory" : std::strerror(errno), fix);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_file_atomic(const fs::path& path, const std::string& content) {
+  const fs::path tmp = path.string() + fmt::format(".tmp.{}", static_cast<long>(::getpid()));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) fail("{}: cannot write ({}); check the directory exists and is writable", tmp.string(), std::strerror(errno));
+    out.write(content.data(), static_cast<std::streamsize>(content.size()));
+    out.flush();
+    if (!out) fail("{}: write failed ({}); check free disk space", tmp.string(), std::strerror(errno));
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    fail("{}: cannot replace the file ({})", path.string(), ec.message());
+  }
+}
+
+}  // namespace ears

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The include rules (docs/architecture.md), checked by ctest (include_rules) and so by CI:
+#   1. harness/base/ (errors, strings, files, rng, UTF-8) includes nothing else of the repository;
+#   2. decoders/, datasets/ and reports/ include nothing from harness/ except harness/base/;
+#   3. no file includes <torch/torch.h> (ATen headers only: each LibTorch TU stays cheap).
+# Prints one line per violation (file:line: the include; the rule) and exits 1 when there is any.
+set -uo pipefail
+cd "${1:-$(dirname "$0")/..}" || exit 2
+status=0
+report() { echo "$1: $2"; status=1; }
+
+while IFS= read -r hit; do
+  report "$hit" "harness/base includes only harness/base/ (it is the bottom layer)"
+done < <(grep -nE '^\s*#\s*include\s+"' harness/base/*.h harness/base/*.cpp | grep -vE '#\s*include\s+"harness/base/')
+
+while IFS= read -r hit; do
+  report "$hit" "decoders/, datasets/, reports/ include only harness/base/ from harness/ (dependencies point down)"
+done < <(grep -nE '^\s*#\s*include\s+"harness/' decoders/*.h decoders/*.cpp datasets/*.h datasets/*.cpp \
+                reports/*.h reports/*.cpp | grep -vE '#\s*include\s+"harness/base/')
+
+while IFS= read -r hit; do
+  report "$hit" "never include <torch/torch.h>; include the ATen headers the file needs"
+done < <(grep -rnE '^\s*#\s*include\s+<torch/torch\.h>' --include='*.h' --include='*.cpp' \
+                harness decoders datasets reports tests)
+
+[ "$status" = 0 ] && echo "include rules: ok"
+exit "$status"
