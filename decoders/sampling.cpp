@@ -90,15 +90,6 @@ at::Tensor sample_from_probs(const at::Tensor& probs, const at::Tensor& uniforms
   return at::minimum(ids, last).clamp_max_(V - 1).squeeze(1);
 }
 
-uint64_t fnv1a64(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
 uint64_t request_seed(uint64_t run_seed, uint64_t request_id) {
   return splitmix64(splitmix64(run_seed) ^ request_id);
 }

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "harness/base/rng.h"  // splitmix64
+#include "harness/base/rng.h"  // splitmix64, fnv1a64
 
 namespace ears {
 
@@ -50,8 +50,6 @@ ProcessedProbs process_logits(const at::Tensor& logits, const SamplingParams& pa
 // returns id 0.
 at::Tensor sample_from_probs(const at::Tensor& probs, const at::Tensor& uniforms);
 
-// FNV-1a 64 of a string, for requests identified by a string key.
-uint64_t fnv1a64(std::string_view s);
 // The seed of a request's generator:
 //   request_seed(run_seed, id) = splitmix64(splitmix64(run_seed) ^ id)
 // (for a fixed run seed distinct ids give distinct 64-bit seeds). NOTE: LibTorch's CPU generator

@@ -53,6 +53,7 @@ struct MergeArgs {
   std::string out;
   std::vector<std::string> shards;
   bool quiet = false;
+  bool force = false;
 };
 
 int run_merge(const MergeArgs& a) {
@@ -60,10 +61,10 @@ int run_merge(const MergeArgs& a) {
   for (const auto& s : a.shards)
     if (fs::exists(a.out) && fs::exists(s) && fs::equivalent(a.out, s))
       fail("merge: OUT_DIR '{}' is one of the shard directories; pass a new directory", a.out);
-  merge_run_dirs(as_paths(a.shards), a.out);
+  merge_run_dirs(as_paths(a.shards), a.out, a.force);
   const fs::path cfg = fs::path(a.shards.front()) / runner::kConfigFile;
   if (fs::exists(cfg)) write_file_atomic(fs::path(a.out) / runner::kConfigFile, read_file(cfg, "the config"));
-  const Report report = report_from_run_dirs(as_paths(a.shards));
+  const Report report = report_from_run_dirs(as_paths(a.shards), kDefaultBootstrapSeed, kDefaultBootstrapResamples, a.force);
   write_report_files(report, a.out);
   if (!a.quiet) fmt::print("{}\n", runner::report_summary(render_markdown(report)));
   fmt::print("Merged {} run directories into {}{}\n", a.shards.size(), a.out, report.partial ? " (PARTIAL)" : "");
@@ -140,6 +141,7 @@ void add_experiment_commands(CLI::App& app, CommonOptions&, int& exit_code) {
     auto threads = std::make_shared<int>(0);
     auto* threads_opt = sub->add_option("--threads", *threads, threads_help("the config's run.threads"));
     sub->add_flag("--quiet", o->quiet, "No progress display and no report table");
+    sub->add_flag("--force", o->force, "With --resume: continue although config.yaml, the models or the dataset changed (recorded in the report)");
     sub->callback([o, threads, threads_opt, &exit_code] {
       if (threads_opt->count() > 0) o->threads = *threads;
       exit_code = runner::run_experiment(*o);
@@ -167,6 +169,7 @@ void add_experiment_commands(CLI::App& app, CommonOptions&, int& exit_code) {
     sub->add_option("out_dir", a->out, "Merged run directory")->required();
     sub->add_option("shard_dirs", a->shards, "Shard run directories")->required();
     sub->add_flag("--quiet", a->quiet, "Do not print the report table");
+    sub->add_flag("--force", a->force, "Merge runs whose config, models or dataset differ (recorded in the report)");
     sub->callback([a, &exit_code] { exit_code = run_merge(*a); });
   }
   {

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -27,6 +28,7 @@
 #include "harness/config.h"
 #include "harness/environment.h"
 #include "harness/base/files.h"
+#include "harness/run_dir.h"
 #include "harness/base/error.h"
 #include "harness/model_setup.h"
 #include "harness/progress.h"
@@ -437,7 +439,7 @@ struct StartupCleanup {
     if (!armed || dir.empty() || std::uncaught_exceptions() == 0) return;
     std::error_code ec;
     if (fs::exists(dir / kResultsFile, ec) && fs::file_size(dir / kResultsFile, ec) > 0) return;
-    for (const char* f : {kRunMetaFile, kConfigFile, kResultsFile}) fs::remove(dir / f, ec);
+    for (const char* f : {kRunMetaFile, kConfigFile, kResultsFile, ".lock"}) fs::remove(dir / f, ec);
     if (created_dir && fs::is_empty(dir, ec)) fs::remove(dir, ec);
   }
 };
@@ -451,10 +453,13 @@ int run_experiment(const RunOptions& o) {
   RunMeta prior;
   std::string run_id;
   Shard shard;
+  std::optional<RunDirLock> lock;  // one writer per run directory, held to the end
+  if (o.force && !resume) fail("--force applies to --resume only (a new run has nothing to differ from); drop it");
   if (resume) {
     if (!o.config_file.empty() || !o.overrides.empty() || !o.shard.empty() || o.limit != 0 || !o.out_dir.empty())
       fail("--resume {}: the run's own config.yaml is used; drop CONFIG, --set, --shard, --limit and --out", o.resume_dir);
     dir = o.resume_dir;
+    if (fs::is_directory(dir)) lock.emplace(dir);
     const fs::path cfg = dir / kConfigFile;
     if (!fs::exists(cfg))
       fail("{}: not found; --resume needs a run directory written by 'ears-bench run'", cfg.string());
@@ -486,6 +491,7 @@ int run_experiment(const RunOptions& o) {
     created_dir = !fs::exists(dir);
     fs::create_directories(dir, ec);
     if (ec) fail("{}: cannot create the output directory ({})", dir.string(), ec.message());
+    lock.emplace(dir);
   }
   // A fresh run that fails before its first result (a wrong device, a model that does not load)
   // takes back what it wrote, so the corrected command can use the same --out.
@@ -525,9 +531,17 @@ int run_experiment(const RunOptions& o) {
                        {"n_requests", reqs.size()},
                        {"skipped_lines", dataset.skipped_lines}};
   if (shard.active()) dataset_json["shard"] = shard.str();
+  const json fingerprint = run_fingerprint(spec, dataset.resolved_path);
   json env;
   if (resume) {
     env = prior.environment;
+    const auto forced = check_resume_matches(dir, prior.config, prior.environment.value("fingerprint", json()),
+                                             meta.config, fingerprint, o.force);
+    if (!forced.empty()) {
+      if (!env.contains("forced") || !env["forced"].is_array()) env["forced"] = json::array();
+      env["forced"].push_back({{"at", now_iso()}, {"differences", forced}});
+      say(fmt::format("warning: --force: resuming although {}", fmt::join(forced, "; ")));
+    }
     if (!env.contains("resumed") || !env["resumed"].is_array()) env["resumed"] = json::array();
     env["resumed"].push_back({{"at", now_iso()},
                               {"command_line", command_line()},
@@ -555,7 +569,8 @@ int run_experiment(const RunOptions& o) {
                 {"cpu_model", kernels::cpu_info().model},
                 {"ears_bench_version", kVersion},
                 {"command_line", command_line()},
-                {"started_at", now_iso()}});
+                {"started_at", now_iso()},
+                {"fingerprint", fingerprint}});
   }
   meta.environment = env;
   meta.dataset = dataset_json;

@@ -53,6 +53,8 @@ struct RunOptions {
   int64_t limit = 0;                   // --limit N (0 = the config's dataset.limit)
   std::optional<int> threads;          // --threads N (unset: the config's run.threads; 0 = auto, decoders/threads.h)
   bool quiet = false;                  // --quiet: no progress, no report table
+  bool force = false;                  // --force (with --resume): continue although the config, models or
+                                       // dataset changed; recorded in environment.forced and the report
 };
 
 // Runs (or resumes) an experiment; returns the process exit code: 0 finished, 130 / 143 when

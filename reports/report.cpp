@@ -6,13 +6,16 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "harness/base/files.h"
+#include "harness/base/json.h"
 #include "harness/base/error.h"
 #include "reports/markdown.h"
 
@@ -420,13 +423,66 @@ struct LoadedRuns {
   int64_t raw_count = 0;
 };
 
-LoadedRuns load_runs(const std::vector<fs::path>& run_dirs) {
+// "i/N" of a shard run; {-1, 0} for a whole run.
+std::pair<int, int> shard_of(const RunMeta& m) {
+  const auto it = m.dataset.find("shard");
+  int i = -1, n = 0;
+  if (it == m.dataset.end() || !it->is_string() || std::sscanf(it->get<std::string>().c_str(), "%d/%d", &i, &n) != 2)
+    return {-1, 0};
+  return {i, n};
+}
+
+// The runs must be disjoint parts of one experiment: no directory twice, each shard once, one
+// shard count, no whole run beside shards, and the same config, models and dataset (unless
+// `force`: then the differences become warnings). Returns the missing shard indices.
+std::vector<int> check_parts(const std::vector<RunMeta>& metas, const std::vector<fs::path>& dirs, bool force,
+                             std::vector<std::string>& warnings) {
+  if (metas.empty()) fail("no run directories given; pass at least one RUN_DIR");
+  std::map<std::pair<int, int>, size_t> seen;
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    for (size_t j = 0; j < i; ++j)
+      if (fs::equivalent(dirs[i], dirs[j]))
+        fail("{}: given twice ({}); pass each run directory once", dirs[i].string(), dirs[j].string());
+    const auto s = shard_of(metas[i]);
+    if (const auto it = seen.find(s); it != seen.end())
+      fail("{} and {} are the same {} of the run: their results overlap; merge each shard once",
+           dirs[it->second].string(), dirs[i].string(), s.second ? fmt::format("shard ({}/{})", s.first, s.second) : "whole run");
+    if (!seen.empty() && seen.begin()->first.second != s.second)
+      fail("{} ({}) and {} ({}) split the run differently: their results overlap; merge shards of one --shard i/N split",
+           dirs[seen.begin()->second].string(), metas[seen.begin()->second].dataset.value("shard", "whole run"),
+           dirs[i].string(), metas[i].dataset.value("shard", "whole run"));
+    seen.emplace(s, i);
+    auto diffs = json_differences(metas[0].config, metas[i].config);
+    for (auto& d : json_differences(metas[0].environment.value("fingerprint", json::object()),
+                                    metas[i].environment.value("fingerprint", json::object())))
+      diffs.push_back("fingerprint." + d);
+    if (diffs.empty()) continue;
+    if (!force)
+      fail("{} and {} are runs of different experiments ({}); merge shards of one run, or pass --force (recorded in the report)",
+           dirs[0].string(), dirs[i].string(), fmt::join(diffs, "; "));
+    warnings.push_back(fmt::format("--force: {} differs from {}: {}", dirs[i].string(), dirs[0].string(), fmt::join(diffs, "; ")));
+  }
+  std::vector<int> missing;
+  const int n = seen.begin()->first.second;
+  for (int k = 0; k < n; ++k)
+    if (!seen.count({k, n})) missing.push_back(k);
+  return missing;
+}
+
+LoadedRuns load_runs(const std::vector<fs::path>& run_dirs, bool force) {
   LoadedRuns out;
   std::vector<RunMeta> metas;
-  std::vector<RequestResult> all;
   for (const auto& dir : run_dirs) {
     metas.push_back(read_run_meta(dir));
-    const fs::path results = dir / kResultsFile;
+    for (const auto& f : metas.back().environment.value("forced", json::array()))
+      out.warnings.push_back(fmt::format("{} was resumed with --force although {}", dir.string(),
+                                         fmt::join(f.value("differences", std::vector<std::string>{}), "; ")));
+  }
+  const std::vector<int> missing = check_parts(metas, run_dirs, force, out.warnings);
+  std::vector<RequestResult> all;
+  std::map<std::tuple<std::string, std::string, int>, size_t> owner;  // result key -> run dir
+  for (size_t d = 0; d < run_dirs.size(); ++d) {
+    const fs::path results = run_dirs[d] / kResultsFile;
     if (!fs::exists(results)) {
       out.warnings.push_back(fmt::format("{} is missing (no request finished)", results.string()));
       continue;
@@ -437,9 +493,24 @@ LoadedRuns load_runs(const std::vector<fs::path>& run_dirs) {
       out.truncated = true;
       out.warnings.push_back(fmt::format("ignored a truncated last line in {}", results.string()));
     }
+    for (const auto& r : rs) {
+      const auto [it, fresh] = owner.emplace(std::make_tuple(r.arm, r.request_id, r.repeat), d);
+      if (!fresh && it->second != d)
+        fail("{} and {} both hold the result of arm '{}', request '{}', repeat {}: the runs overlap (their wall times "
+             "would add up); pass disjoint shards",
+             run_dirs[it->second].string(), run_dirs[d].string(), r.arm, r.request_id, r.repeat);
+    }
     all.insert(all.end(), std::make_move_iterator(rs.begin()), std::make_move_iterator(rs.end()));
   }
   out.meta = merge_run_meta(metas);
+  if (!missing.empty()) {
+    const int n = shard_of(metas.front()).second;
+    std::vector<std::string> names;
+    for (int k : missing) names.push_back(fmt::format("{}/{}", k, n));
+    out.warnings.push_back(fmt::format("missing shard(s) {} of {}: the merge covers part of the run", fmt::join(names, ", "), n));
+    out.meta.complete = false;
+    out.meta.dataset["missing_shards"] = missing;
+  }
   out.raw_count = static_cast<int64_t>(all.size());
   out.results = dedupe_results(all);
   return out;
@@ -447,8 +518,9 @@ LoadedRuns load_runs(const std::vector<fs::path>& run_dirs) {
 
 }  // namespace
 
-Report report_from_run_dirs(const std::vector<fs::path>& run_dirs, uint64_t bootstrap_seed, int bootstrap_resamples) {
-  LoadedRuns runs = load_runs(run_dirs);
+Report report_from_run_dirs(const std::vector<fs::path>& run_dirs, uint64_t bootstrap_seed, int bootstrap_resamples,
+                            bool force) {
+  LoadedRuns runs = load_runs(run_dirs, force);
   ReportInputs in;
   in.arms = runs.meta.arms;
   in.baseline = runs.meta.baseline;
@@ -472,9 +544,11 @@ Report report_from_run_dirs(const std::vector<fs::path>& run_dirs, uint64_t boot
   return build_report(runs.results, in);
 }
 
-void merge_run_dirs(const std::vector<fs::path>& run_dirs, const fs::path& out_dir) {
-  LoadedRuns runs = load_runs(run_dirs);
+void merge_run_dirs(const std::vector<fs::path>& run_dirs, const fs::path& out_dir, bool force) {
   std::error_code ec;
+  if (fs::exists(out_dir, ec) && !(fs::is_directory(out_dir, ec) && fs::is_empty(out_dir, ec)))
+    fail("merge: {} already exists and is not empty; merging never overwrites: pass a new directory", out_dir.string());
+  LoadedRuns runs = load_runs(run_dirs, force);
   fs::create_directories(out_dir, ec);
   if (ec) fail("{}: cannot create the output directory ({})", out_dir.string(), ec.message());
   std::string lines;

@@ -154,19 +154,25 @@ void write_run_meta(const RunMeta& meta, const std::filesystem::path& run_dir); 
 RunMeta read_run_meta(const std::filesystem::path& run_dir);
 
 // Merges the run_meta.json of several run dirs (shards): arms are united in first-seen order
-// (the same arm must carry the same verifier), wall times are summed, config / environment /
+// (the same arm must carry the same verifier), wall times are summed (the shards are disjoint:
+// the time one process would take for all of them back to back), config / environment /
 // dataset come from the first dir, complete = all complete, expected_results summed.
 RunMeta merge_run_meta(const std::vector<RunMeta>& metas);
 
 // ears-bench report RUN_DIR...: reads run_meta.json + results.jsonl of every dir (a truncated
 // last line is tolerated and recorded in warnings), merges shards (dedupe_results), and builds
-// the report. partial = some run incomplete, fewer results than expected, or a truncated line.
+// the report. partial = some run incomplete, fewer results than expected, a truncated line, or
+// missing shards (dataset.missing_shards, and a warning naming them). Refused (ears::Error):
+// a directory given twice, the same shard twice, different --shard splits, a whole run beside
+// shards, a result held by two dirs (overlap), and runs whose config / model / dataset
+// fingerprints differ — the last unless `force` (then a warning in the report).
 Report report_from_run_dirs(const std::vector<std::filesystem::path>& run_dirs,
                             uint64_t bootstrap_seed = kDefaultBootstrapSeed,
-                            int bootstrap_resamples = kDefaultBootstrapResamples);
+                            int bootstrap_resamples = kDefaultBootstrapResamples, bool force = false);
 
-// ears-bench merge RUN_DIR... --out DIR: writes the merged run_meta.json and deduplicated
-// results.jsonl into out_dir (atomically).
-void merge_run_dirs(const std::vector<std::filesystem::path>& run_dirs, const std::filesystem::path& out_dir);
+// ears-bench merge OUT_DIR RUN_DIR...: the same checks, then writes the merged run_meta.json and
+// deduplicated results.jsonl into out_dir (atomically); out_dir must not exist or be empty.
+void merge_run_dirs(const std::vector<std::filesystem::path>& run_dirs, const std::filesystem::path& out_dir,
+                    bool force = false);
 
 }  // namespace ears

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -681,7 +682,7 @@ TEST(RunDir, TruncatedLastLineIsToleratedOnlyWhenAsked) {
 }
 
 void write_shard(const fs::path& dir, const std::vector<RequestResult>& rs, const ReportInputs& in, bool complete,
-                 double wall_scale) {
+                 double wall_scale, const std::string& shard = "") {
   fs::create_directories(dir);
   RunMeta meta;
   meta.run_id = dir.filename().string();
@@ -691,6 +692,7 @@ void write_shard(const fs::path& dir, const std::vector<RequestResult>& rs, cons
   meta.config = in.config;
   meta.environment = in.environment;
   meta.dataset = in.dataset;
+  if (!shard.empty()) meta.dataset["shard"] = shard;
   meta.complete = complete;
   meta.expected_results = static_cast<int64_t>(rs.size());
   write_run_meta(meta, dir);
@@ -699,21 +701,30 @@ void write_shard(const fs::path& dir, const std::vector<RequestResult>& rs, cons
   std::ofstream(dir / kResultsFile) << text;
 }
 
-TEST(RunDir, ShardsMergeDedupeAndRender) {
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code, 2);
+    return e.what();
+  }
+  return "";
+}
+
+TEST(RunDir, ShardsMergeAndRender) {
   const fs::path root = temp_dir("shards");
   const auto rs = sweep_results();
   const ReportInputs in = sweep_inputs();
   const size_t half = rs.size() / 2;
-  std::vector<RequestResult> a(rs.begin(), rs.begin() + static_cast<long>(half) + 3);  // 3 overlap
+  std::vector<RequestResult> a(rs.begin(), rs.begin() + static_cast<long>(half));
   std::vector<RequestResult> b(rs.begin() + static_cast<long>(half), rs.end());
-  for (auto& r : b) r.latency_s += 0.001;  // a re-run: timings differ, outcomes equal
-  write_shard(root / "s1", a, in, true, 0.5);
-  write_shard(root / "s2", b, in, true, 0.5);
+  write_shard(root / "s1", a, in, true, 0.5, "0/2");
+  write_shard(root / "s2", b, in, true, 0.5, "1/2");
 
   const Report merged = report_from_run_dirs({root / "s1", root / "s2"}, kDefaultBootstrapSeed, 500);
   EXPECT_FALSE(merged.partial);
   EXPECT_EQ(merged.arms[0].metrics.n_requests, 30);
-  EXPECT_DOUBLE_EQ(merged.arms[0].metrics.wall_s, 40.0);  // 20 + 20
+  EXPECT_DOUBLE_EQ(merged.arms[0].metrics.wall_s, 40.0);  // 20 + 20: disjoint shards, back to back
   EXPECT_EQ(merged.sources.size(), 2u);
   const Report direct = build_report(rs, in);
   EXPECT_EQ(merged.arms[1].metrics.output_tokens, direct.arms[1].metrics.output_tokens);
@@ -725,12 +736,6 @@ TEST(RunDir, ShardsMergeDedupeAndRender) {
   EXPECT_EQ(again.arms[2].metrics.n_requests, 30);
   EXPECT_DOUBLE_EQ(again.arms[2].metrics.wall_s, 25.0);
 
-  // A conflicting duplicate (different output) is an error.
-  std::vector<RequestResult> c = {rs[0]};
-  c[0].text = "something else";
-  write_shard(root / "s3", c, in, true, 1.0);
-  EXPECT_THROW(report_from_run_dirs({root / "s1", root / "s3"}), Error);
-
   // An incomplete shard with a truncated last line gives a partial report with a warning.
   write_shard(root / "s4", a, in, false, 1.0);
   std::ofstream(root / "s4" / kResultsFile, std::ios::app) << "{\"arm\": \"base";
@@ -740,6 +745,54 @@ TEST(RunDir, ShardsMergeDedupeAndRender) {
   EXPECT_NE(render_markdown(partial).find("Partial results"), std::string::npos);
 
   EXPECT_THROW(report_from_run_dirs({root / "does-not-exist"}), Error);
+  fs::remove_all(root);
+}
+
+// Merging can never duplicate, mix or overstate: every refusal names the directories.
+TEST(RunDir, MergeRefusesOverlapsMixesAndOverwrites) {
+  const fs::path root = temp_dir("refuse");
+  const auto rs = sweep_results();
+  const ReportInputs in = sweep_inputs();
+  const size_t half = rs.size() / 2;
+  std::vector<RequestResult> a(rs.begin(), rs.begin() + static_cast<long>(half) + 3);  // 3 results overlap b
+  std::vector<RequestResult> b(rs.begin() + static_cast<long>(half), rs.end());
+  write_shard(root / "s1", a, in, true, 0.5, "0/2");
+  write_shard(root / "s2", b, in, true, 0.5, "1/2");
+  write_shard(root / "whole", rs, in, true, 1.0);
+  write_shard(root / "whole2", rs, in, true, 1.0);
+  write_shard(root / "s2again", b, in, true, 0.5, "1/2");
+  write_shard(root / "third", b, in, true, 0.5, "1/3");
+  auto report = [&](std::vector<fs::path> dirs) { return error_of([&] { report_from_run_dirs(dirs); }); };
+  EXPECT_NE(report({root / "s1", root / "s2"}).find("both hold the result of arm"), std::string::npos);
+  EXPECT_NE(report({root / "s2", root / "s2"}).find("given twice"), std::string::npos);
+  EXPECT_NE(report({root / "whole", root / "whole2"}).find("are the same whole run of the run"), std::string::npos);
+  EXPECT_NE(report({root / "s2", root / "s2again"}).find("are the same shard (1/2)"), std::string::npos);
+  EXPECT_NE(report({root / "s2", root / "third"}).find("split the run differently"), std::string::npos);
+
+  // One shard of two: partial, the missing index named (JSON and warning).
+  const Report one = report_from_run_dirs({root / "s2"});
+  EXPECT_TRUE(one.partial);
+  EXPECT_EQ(one.dataset["missing_shards"], json::array({0}));
+  EXPECT_NE(::testing::PrintToString(one.warnings).find("missing shard(s) 0/2 of 2"), std::string::npos);
+
+  // Shards of different experiments: refused with the differing key, unless --force (a warning).
+  ReportInputs other = in;
+  other.config["gamma"] = 5;
+  write_shard(root / "o2", b, other, true, 0.5, "1/2");
+  write_shard(root / "o1", std::vector<RequestResult>(rs.begin(), rs.begin() + static_cast<long>(half)), in, true, 0.5, "0/2");
+  EXPECT_NE(report({root / "o1", root / "o2"}).find("gamma: 3 -> 5"), std::string::npos) << report({root / "o1", root / "o2"});
+  const Report forced = report_from_run_dirs({root / "o1", root / "o2"}, kDefaultBootstrapSeed, 100, true);
+  EXPECT_NE(::testing::PrintToString(forced.warnings).find("--force"), std::string::npos);
+
+  // merge never overwrites a finished run.
+  merge_run_dirs({root / "o1", root / "o2"}, root / "merged", true);
+  EXPECT_NE(error_of([&] { merge_run_dirs({root / "o1", root / "o2"}, root / "merged", true); }).find("is not empty"),
+            std::string::npos);
+  // A conflicting duplicate (different output) is an error.
+  std::vector<RequestResult> c = {rs[0]};
+  c[0].text = "something else";
+  write_shard(root / "s3", c, in, true, 1.0, "1/2");
+  EXPECT_THROW(report_from_run_dirs({root / "s1", root / "s3"}), Error);
   fs::remove_all(root);
 }
 

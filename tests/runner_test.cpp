@@ -655,6 +655,38 @@ TEST(RunnerCli, ResumeAfterSigkillMatchesAnUninterruptedRun) {
   EXPECT_EQ(read_json(dir / "run_meta.json")["environment"]["resumed"].size(), 1u);
 }
 
+// One writer per run directory (a second one fails at once, a killed one leaves no lock), and
+// --resume refuses a config.yaml edited since the start unless --force (recorded in the report).
+TEST(RunnerCli, OneWriterPerRunDirAndResumeRefusesAChangedConfig) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path dir = env().root / "locked";
+  const pid_t pid = start_config2_run(dir, env().root / "locked");
+  ASSERT_GT(pid, 0) << "the run finished before the second writer started";
+  Proc second = cli({"run", "--resume", dir.string(), "--threads", "1", "--quiet"});
+  EXPECT_EQ(second.exit_code, 2) << show(second);
+  EXPECT_NE(second.err.find(fmt::format("another ears-bench process (pid {}) is writing this run directory", pid)),
+            std::string::npos) << second.err;
+  Proc fresh = cli({"run", env().config2.string(), "--out", dir.string(), "--quiet"});
+  EXPECT_EQ(fresh.exit_code, 2) << show(fresh);
+  ::kill(pid, SIGKILL);
+  EXPECT_EQ(wait_for(pid), 128 + SIGKILL);
+
+  std::string yaml = test::read_file(dir / "config.yaml");
+  for (size_t at; (at = yaml.find("gamma: 3")) != std::string::npos;) yaml.replace(at, 8, "gamma: 2");
+  std::ofstream(dir / "config.yaml", std::ios::trunc) << yaml;
+  Proc changed = cli({"run", "--resume", dir.string(), "--threads", "1", "--quiet"});
+  EXPECT_EQ(changed.exit_code, 2) << show(changed);
+  EXPECT_NE(changed.err.find("decoding.gamma: 3 -> 2"), std::string::npos) << changed.err;
+  EXPECT_NE(changed.err.find("--force"), std::string::npos) << changed.err;
+  EXPECT_EQ(cli({"run", env().config2.string(), "--out", (env().root / "new").string(), "--force"}).exit_code, 2);
+
+  Proc forced = cli({"run", "--resume", dir.string(), "--threads", "1", "--quiet", "--force"});
+  ASSERT_EQ(forced.exit_code, 0) << show(forced);
+  const json report = read_json(dir / "report.json");
+  EXPECT_NE(report["warnings"].dump().find("resumed with --force although"), std::string::npos) << report["warnings"];
+  EXPECT_NE(test::read_file(dir / "report.md").find("decoding.gamma: 3 -> 2"), std::string::npos);
+}
+
 TEST(RunnerCli, ShardsMergeIntoTheFullRun) {
   EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
   const fs::path root = env().root / "sharded";

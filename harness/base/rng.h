@@ -1,7 +1,8 @@
-// Base layer: the one splitmix64 (Steele, Lea & Flood 2014) and a small deterministic PRNG
-// (xoshiro256** seeded by splitmix64), identical on every platform. Includes nothing else.
+// Base layer: the one splitmix64 (Steele, Lea & Flood 2014), a small deterministic PRNG
+// (xoshiro256** seeded by splitmix64) and FNV-1a, identical on every platform. Includes nothing else.
 #pragma once
 #include <cstdint>
+#include <string_view>
 
 namespace ears {
 
@@ -24,6 +25,12 @@ inline uint64_t splitmix64_next(uint64_t& state) {
 
 // A double in [0, 1) from the top 53 bits.
 constexpr double unit_double(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
+
+// FNV-1a 64 of a byte string (request keys, file fingerprints).
+constexpr uint64_t fnv1a64(std::string_view s, uint64_t h = 0xcbf29ce484222325ULL) {
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
 
 class Rng {
  public:
