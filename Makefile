@@ -2,6 +2,10 @@
 # make test  — install missing packages, build, run the test suite (ctest)
 # make test-asan — the whole suite built with AddressSanitizer + UBSan (build-asan/)
 # make fuzz  — libFuzzer targets (clang), FUZZ_SECONDS each (build-fuzz/); make fuzz-ci: 20 s each
+# make test-torch2 — the second toolchain: PyPI torch 2.x (CUDA build) in a venv under
+#              ~/.cache/ears-bench (scripts/setup.sh --torch2), everything built against it with the
+#              CUDA Toolkit (build-torch2/, CUDA code paths and NVTX included), the whole suite plus
+#              the `parity` tests against transformers / tokenizers
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?=
@@ -12,7 +16,7 @@ ASAN_TARGETS ?= all
 # CI's sanitizer subset: the torch-free parsers, data, reports and config (see docs/reliability.md).
 ASAN_CI_TARGETS = tokenizer_tests data_tests report_tests config_tests
 
-.PHONY: setup build run test test-asan test-asan-ci fuzz fuzz-ci clean
+.PHONY: setup build run test test-asan test-asan-ci fuzz fuzz-ci build-torch2 test-torch2 clean
 
 setup:
 	@scripts/setup.sh
@@ -51,5 +55,17 @@ fuzz:
 fuzz-ci:
 	$(MAKE) fuzz FUZZ_SECONDS=20
 
+# The CUDA LibTorch inside the pinned pip torch; TORCH_CUDA_ARCH_LIST (default in CMakeLists.txt)
+# spares configure a GPU probe.
+build-torch2:
+	@venv=$$(scripts/setup.sh --torch2) && \
+	cmake -S . -B build-torch2 -G Ninja -DCMAKE_BUILD_TYPE=Release -DEARS_NVTX=ON \
+	  -DCMAKE_PREFIX_PATH="$$($$venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')" \
+	  -DEARS_PARITY_PYTHON="$$venv/bin/python" $(CMAKE_FLAGS) && \
+	cmake --build build-torch2 -j $(JOBS)
+
+test-torch2: build-torch2
+	cd build-torch2 && ctest --output-on-failure
+
 clean:
-	rm -rf $(BUILD) build-asan build-fuzz
+	rm -rf $(BUILD) build-asan build-fuzz build-torch2

@@ -386,24 +386,25 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
     }
     return out;
   }
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+#ifdef EARS_HAVE_SDPA
   // On an accelerator, LibTorch >= 2.1's fused attention (flash / memory-efficient kernels on
-  // CUDA). It rounds differently from the eager path below (which follows HF eager exactly);
+  // CUDA). It rounds differently from the eager path (which follows HF eager exactly);
   // EARS_EAGER_ATTENTION=1 selects the eager path everywhere.
   static const bool eager_only = [] {
     const char* e = std::getenv("EARS_EAGER_ATTENTION");
     return e && *e && std::string(e) != "0";
   }();
   if (!q.device().is_cpu() && !eager_only &&
-      !(at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad()))) {
-    const at::Tensor qh = q.permute({0, 2, 1, 3});                                                // [B, H, T, hd]
-    const at::Tensor kh = k.unsqueeze(2).expand({B, K, G, S, hd}).reshape({B, H, S, hd});  // repeat_kv
-    const at::Tensor vh = v.unsqueeze(2).expand({B, K, G, S, hd}).reshape({B, H, S, hd});
-    const at::Tensor allowed = blocked.logical_not().view({B, 1, T, S});
-    const at::Tensor o = at::scaled_dot_product_attention(qh, kh, vh, allowed, 0.0, false, scale);
-    return o.permute({0, 2, 1, 3}).reshape({B, T, H * hd});
-  }
+      !(at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad())))
+    return attention_sdpa(q, k, v, blocked, scale);
 #endif
+  return attention_eager(q, k, v, blocked, scale);
+}
+
+at::Tensor attention_eager(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& blocked,
+                           double scale) {
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), hd = q.size(3);
+  const int64_t K = k.size(1), S = k.size(2), G = H / K;
   // [B, T, K, G, hd] -> [B, K, T, G, hd] -> [B, K, T*G, hd]; a view when T == 1.
   const at::Tensor qg = q.reshape({B, T, K, G, hd}).permute({0, 2, 1, 3, 4}).reshape({B, K, T * G, hd});
   at::Tensor scores = at::matmul(qg, k.transpose(-1, -2));  // [B, K, T*G, S]
@@ -415,6 +416,20 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   const at::Tensor out = at::matmul(probs, v);  // [B, K, T*G, hd]
   return out.view({B, K, T, G, hd}).permute({0, 2, 1, 3, 4}).reshape({B, T, H * hd});
 }
+
+#ifdef EARS_HAVE_SDPA
+at::Tensor attention_sdpa(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& blocked,
+                          double scale) {
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), hd = q.size(3);
+  const int64_t K = k.size(1), S = k.size(2), G = H / K;
+  const at::Tensor qh = q.permute({0, 2, 1, 3});                                         // [B, H, T, hd]
+  const at::Tensor kh = k.unsqueeze(2).expand({B, K, G, S, hd}).reshape({B, H, S, hd});  // repeat_kv
+  const at::Tensor vh = v.unsqueeze(2).expand({B, K, G, S, hd}).reshape({B, H, S, hd});
+  const at::Tensor allowed = blocked.logical_not().view({B, 1, T, S});
+  const at::Tensor o = at::scaled_dot_product_attention(qh, kh, vh, allowed, 0.0, false, scale);
+  return o.permute({0, 2, 1, 3}).reshape({B, T, H * hd});
+}
+#endif
 
 }  // namespace layers
 

@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
+#include <torch/csrc/api/include/torch/version.h>
 
 #include <cstdint>
 #include <string>
@@ -103,6 +104,17 @@ at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope);
 // LibTorch >= 2.1: at::scaled_dot_product_attention (EARS_EAGER_ATTENTION=1: this eager path).
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const at::Tensor& blocked, double scale, const at::Tensor& positions = at::Tensor());
+
+// The two ATen paths attention() dispatches to (also called directly by the tests): eager
+// (matmul, fp32 softmax; HF eager's roundings) and, LibTorch >= 2.1, the fused
+// at::scaled_dot_product_attention (EARS_HAVE_SDPA).
+at::Tensor attention_eager(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& blocked,
+                           double scale);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+#define EARS_HAVE_SDPA 1
+at::Tensor attention_sdpa(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& blocked,
+                          double scale);
+#endif
 
 }  // namespace layers
 

@@ -2,6 +2,7 @@
 #include <ATen/ATen.h>
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <sstream>
@@ -12,6 +13,7 @@
 #include "harness/commands.h"
 #include "harness/environment.h"
 #include "harness/base/error.h"
+#include "harness/base/files.h"
 #include "harness/model_setup.h"
 
 namespace ears {
@@ -100,12 +102,33 @@ int run_forward(const ForwardArgs& a, CommonOptions& common) {
 }
 
 struct TokenizeArgs {
-  std::string tokenizer, text, ids;
+  std::string tokenizer, text, ids, jsonl;
   bool has_text = false;
 };
 
+// --jsonl FILE: one JSON string per line in; one {"ids": [...], "decoded": "..."} per line out
+// (many strings in one process: each LibTorch-linked process costs ~0.4 s to start).
+int tokenize_lines(const Tokenizer& tok, const std::string& file) {
+  std::istringstream in(read_file(file, "the --jsonl input"));
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    json text;
+    try {
+      text = json::parse(line);
+    } catch (const json::exception&) {
+      fail("{}:{}: not a JSON string; write one JSON string per line", file, n);
+    }
+    if (!text.is_string()) fail("{}:{}: not a JSON string; write one JSON string per line", file, n);
+    const std::vector<int32_t> ids = tok.encode(text.get<std::string>());
+    fmt::print("{}\n", json{{"ids", ids}, {"decoded", tok.decode(ids)}}.dump(-1, ' ', false, json::error_handler_t::replace));
+  }
+  return 0;
+}
+
 int run_tokenize(const TokenizeArgs& a) {
   Tokenizer tok = Tokenizer::load(a.tokenizer);
+  if (!a.jsonl.empty()) return tokenize_lines(tok, a.jsonl);
   json j;
   if (a.has_text) {
     j["ids"] = tok.encode(a.text);
@@ -230,10 +253,13 @@ void add_model_commands(CLI::App& app, CommonOptions& common, int& exit_code) {
     sub->add_option("--tokenizer", args->tokenizer, "Directory with tokenizer.json (or the file)")->required();
     auto* text = sub->add_option("--text", args->text, "Text to encode");
     auto* ids = sub->add_option("--ids", args->ids, "Ids to decode, e.g. \"9707 1879\"");
+    auto* lines = sub->add_option("--jsonl", args->jsonl, "Encode every line (a JSON string) of FILE; prints {ids, decoded} per line");
     text->excludes(ids);
-    sub->callback([args, text, ids, &exit_code] {
+    lines->excludes(text)->excludes(ids);
+    sub->callback([args, text, ids, lines, &exit_code] {
       args->has_text = text->count() > 0;
-      if (!args->has_text && ids->count() == 0) fail("tokenize: pass --text TEXT or --ids \"...\"");
+      if (!args->has_text && ids->count() == 0 && lines->count() == 0)
+        fail("tokenize: pass --text TEXT, --ids \"...\" or --jsonl FILE");
       exit_code = run_tokenize(*args);
     });
   }

@@ -1,5 +1,7 @@
 #include "harness/environment.h"
 
+#include <ATen/detail/CUDAHooksInterface.h>
+
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
@@ -125,12 +127,14 @@ int64_t l3_cache_bytes() {
 
 json environment_json() {
   const kernels::CpuInfo& cpu = kernels::cpu_info();
-  const bool cuda = at::hasCUDA();
+  // A CUDA build registers the real CUDA hooks (hasCUDART), with or without a visible device;
+  // at::hasCUDA() also needs a driver and a device.
+  const bool cuda_build = at::detail::getCUDAHooks().hasCUDART();
   return {{"threads", at::get_num_threads()},
           {"omp_wait_policy", omp_wait_policy()},
           {"torch_version", torch_version()},
-          {"cuda_build", cuda},
-          {"cuda_devices", cuda ? static_cast<int64_t>(at::getNumGPUs()) : 0},
+          {"cuda_build", cuda_build},
+          {"cuda_devices", at::hasCUDA() ? static_cast<int64_t>(at::getNumGPUs()) : 0},
           {"cpu_model", cpu.model},
           {"cpu_isa", cpu.isa()},
           {"cpu_flags", cpu_flags()},

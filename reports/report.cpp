@@ -1,6 +1,7 @@
 #include "reports/report.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -36,6 +36,7 @@
 //                                                                   (gamma 2: bonus is token 4)
 //   EARS u = 1 - max softmax(raw logits), not the processed p_t     both EARS T = 0.7 tests fail
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>

@@ -2,6 +2,7 @@
 // writer -> Checkpoint, the training forward vs CausalLM, AdamW on a micro model, and the
 // EAGLE-3 training-time-test forward vs Eagle3Head (save + load + same logits).
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
