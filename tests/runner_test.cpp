@@ -662,6 +662,7 @@ TEST(RunnerCli, OneWriterPerRunDirAndResumeRefusesAChangedConfig) {
   const fs::path dir = env().root / "locked";
   const pid_t pid = start_config2_run(dir, env().root / "locked");
   ASSERT_GT(pid, 0) << "the run finished before the second writer started";
+  ::kill(pid, SIGSTOP);  // it keeps its lock but cannot finish while the second writers try
   Proc second = cli({"run", "--resume", dir.string(), "--threads", "1", "--quiet"});
   EXPECT_EQ(second.exit_code, 2) << show(second);
   EXPECT_NE(second.err.find(fmt::format("another ears-bench process (pid {}) is writing this run directory", pid)),
