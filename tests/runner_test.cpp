@@ -10,6 +10,7 @@
 #include <map>
 #include <random>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -769,20 +770,25 @@ TEST(RunnerCli, TwentyRandomKillsThenResumeLoseAndDuplicateNothing) {
                                            "--threads", "1", "--quiet"};
     const int before = fs::exists(dir / "results.jsonl") ? count_lines(dir / "results.jsonl") : 0;
     const pid_t pid = spawn_ears(args, env().root / "k20.out", env().root / "k20.err");
-    // Kill point: after 0-2 new result lines, then a random 0-25 ms (0 new lines: 0-900 ms after start).
-    // (0-3 lines and 0-40 ms let a fast run finish all 60 lines before the 20th kill.)
-    const int want = before + std::uniform_int_distribution<int>(0, 2)(rng);
+    // Kill point: `delay_ms` after the results file holds `want` lines (0-3 new ones; 0 new: while
+    // starting or loading, 0-900 ms after the start), or at once when the run got past `want`:
+    // so a fast build (LibTorch 2.x writes a line every few ms here) cannot finish its 60 lines
+    // inside one delay, and is killed 20 times like a slow one.
+    const int want = before + std::uniform_int_distribution<int>(0, 3)(rng);
     const int delay_ms = want == before ? std::uniform_int_distribution<int>(0, 900)(rng)
                                         : std::uniform_int_distribution<int>(0, 25)(rng);
     const auto t0 = std::chrono::steady_clock::now();
+    std::optional<std::chrono::steady_clock::time_point> reached;
     int status = 0;
     bool exited = false;
-    while (!exited && (fs::exists(dir / "results.jsonl") ? count_lines(dir / "results.jsonl") : 0) < want &&
-           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+    while (!exited && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+      const int lines = fs::exists(dir / "results.jsonl") ? count_lines(dir / "results.jsonl") : 0;
+      if (lines > want) break;
+      if (lines == want && !reached) reached = std::chrono::steady_clock::now();
+      if (reached && std::chrono::steady_clock::now() - *reached >= std::chrono::milliseconds(delay_ms)) break;
       exited = ::waitpid(pid, &status, WNOHANG) == pid;
-      std::this_thread::sleep_for(std::chrono::microseconds(500));
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
-    if (!exited) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     if (!exited && ::waitpid(pid, &status, WNOHANG) == 0) {
       ::kill(pid, SIGKILL);
       EXPECT_EQ(wait_for(pid), 128 + SIGKILL);
