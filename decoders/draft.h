@@ -55,6 +55,9 @@ struct DraftToken {
   at::Tensor q;   // [B, V] float32 or undefined
 };
 DraftToken draft_token(const at::Tensor& logits, const SamplingParams& sampling, bool greedy, const at::Tensor& uniforms);
+// Its greedy half: [B] int64 argmax of logits [B, V] (torch.argmax: the first maximum; on the CPU a
+// host loop over bf16 / float32 rows).
+at::Tensor greedy_token(const at::Tensor& logits);
 
 // A smaller causal LM (or the target itself) drafting token by token with its own KV cache.
 std::unique_ptr<Drafter> make_model_drafter(const CausalLM& model, int64_t target_vocab);

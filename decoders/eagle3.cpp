@@ -134,6 +134,9 @@ KVCache Eagle3Head::new_cache(int64_t batch, int64_t max_len) const {
 
 Eagle3Head::Output Eagle3Head::forward(const at::Tensor& token_ids, const at::Tensor& hidden, bool from_target,
                                        KVCache& cache, const std::optional<at::Tensor>& rows) const {
+  if (rows_path(token_ids, hidden, cache))
+    return dtype_ == at::kFloat ? forward_rows<float>(token_ids, hidden, from_target, cache, rows)
+                                : forward_rows<uint16_t>(token_ids, hidden, from_target, cache, rows);
   const ModelConfig& c = cfg_;
   const int64_t B = token_ids.size(0), T = token_ids.size(1);
   const int64_t d = c.hidden_size, H = c.num_attention_heads, K = c.num_key_value_heads, hd = c.head_dim;
@@ -191,14 +194,26 @@ class Eagle3Drafter final : public Drafter {
   Proposal propose(int gamma, const SamplingParams& sampling, bool greedy, const at::Tensor& uniforms) override {
     const int64_t B = next_logits_.size(0);
     const at::Tensor& map = head_.draft_to_target();
+    // The chain's tokens as target ids; on the CPU kept on the host ([B, 1] fed to the next step).
+    const bool host = map.device().is_cpu();
     std::vector<at::Tensor> tokens, probs;
+    std::vector<int64_t> host_tokens(static_cast<size_t>(host ? B * gamma : 0));
     at::Tensor logits = next_logits_, hidden = next_hidden_;
     for (int j = 0; j < gamma; ++j) {
       DraftToken t = draft_token(logits, sampling, greedy, greedy ? at::Tensor() : uniforms.select(1, j));
       // q over the draft vocabulary, scattered into the target's (ids outside the map: 0).
       if (!greedy) probs.push_back(at::zeros({B, head_.target_vocab()}, t.q.options()).index_copy_(1, map, t.q));
-      at::Tensor tok = map.index_select(0, t.id);
-      tokens.push_back(tok);
+      at::Tensor tok;
+      if (host) {
+        tok = at::empty({B, 1}, map.options());
+        for (int64_t b = 0; b < B; ++b) {
+          const int64_t target_id = map.data_ptr<int64_t>()[t.id.data_ptr<int64_t>()[b]];
+          tok.data_ptr<int64_t>()[b] = host_tokens[static_cast<size_t>(b * gamma + j)] = target_id;
+        }
+      } else {
+        tok = map.index_select(0, t.id);
+        tokens.push_back(tok);
+      }
       if (j + 1 < gamma) {
         Eagle3Head::Output o = head_.forward(tok.view({B, 1}), hidden, /*from_target=*/false, cache_);
         logits = o.logits.select(1, 0);
@@ -206,7 +221,7 @@ class Eagle3Drafter final : public Drafter {
       }
     }
     Proposal out;
-    out.tokens = at::stack(tokens, 1);
+    out.tokens = host ? at::tensor(host_tokens, map.options()).view({B, gamma}) : at::stack(tokens, 1);
     if (!greedy) out.probs = at::stack(probs, 1);
     return out;
   }

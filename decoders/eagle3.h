@@ -44,7 +44,8 @@ class Eagle3Head {
   // One layer step over T positions appended to `cache` (1-layer KV cache of this head).
   // hidden: [B, T, n_aux * target_hidden] target features (goes through fc) or [B, T, d]
   // fed-back pre-norm states (when from_target is false). rows: optional [B, R] positions whose
-  // logits/prenorm are returned (default all T).
+  // logits/prenorm are returned (default all T). On a CPU kernel path, steps of <= 16 positions
+  // (the chain steps and the refresh after verification) run on raw rows (decoders/eagle3_rows.cpp).
   Output forward(const at::Tensor& token_ids, const at::Tensor& hidden, bool from_target, KVCache& cache,
                  const std::optional<at::Tensor>& rows = std::nullopt) const;
 
@@ -57,6 +58,12 @@ class Eagle3Head {
 
  private:
   Eagle3Head() = default;
+  // True when forward() takes forward_rows: a CPU kernel path computes dtype_, T <= 16, and the
+  // positions stay inside the RoPE table.
+  bool rows_path(const at::Tensor& token_ids, const at::Tensor& hidden, const KVCache& cache) const;
+  template <class E>  // uint16_t (bf16 bits) or float
+  Output forward_rows(const at::Tensor& token_ids, const at::Tensor& hidden, bool from_target, KVCache& cache,
+                      const std::optional<at::Tensor>& rows) const;
   ModelConfig cfg_;
   c10::Device device_ = c10::Device(c10::kCPU);
   c10::ScalarType dtype_ = c10::kFloat;

@@ -80,7 +80,7 @@ const at::Tensor& KVCache::device_lengths() const {
   return lengths_dev_;
 }
 
-KVCache::Append KVCache::prepare_append(int64_t T) const {
+KVCache::Append KVCache::prepare_append_host(int64_t T) const {
   if (!defined()) fail("KV cache: not allocated");
   if (T <= 0) fail("KV cache: appending {} tokens (need at least 1)", T);
   Append plan;
@@ -97,12 +97,25 @@ KVCache::Append KVCache::prepare_append(int64_t T) const {
   }
   const int64_t max_len_now = max_length();
   plan.span = max_len_now + T;
-  const auto long_opts = at::TensorOptions().dtype(at::kLong).device(storage_.device());
-  const at::Tensor steps = at::arange(T, long_opts);
   const bool uniform =
       std::all_of(lengths_.begin(), lengths_.end(), [&](int64_t l) { return l == max_len_now; });
-  if (uniform) {
-    plan.uniform_start = max_len_now;
+  if (uniform) plan.uniform_start = max_len_now;
+  return plan;
+}
+
+void* KVCache::data(int64_t layer, int kv) const {
+  if (!defined() || !storage_.device().is_cpu() || !storage_.is_contiguous())
+    fail("KV cache: data() needs a contiguous CPU cache");
+  const int64_t per_kv = batch_ * kv_heads_ * max_len_ * head_dim_;
+  return static_cast<char*>(storage_.data_ptr()) + (layer * 2 + kv) * per_kv * storage_.element_size();
+}
+
+KVCache::Append KVCache::prepare_append(int64_t T) const {
+  Append plan = prepare_append_host(T);
+  const int64_t max_len_now = max_length();
+  const auto long_opts = at::TensorOptions().dtype(at::kLong).device(storage_.device());
+  const at::Tensor steps = at::arange(T, long_opts);
+  if (plan.uniform_start >= 0) {
     plan.positions = steps.add(max_len_now).unsqueeze(0).expand({batch_, T});
   } else {
     plan.positions = device_lengths().unsqueeze(1) + steps.unsqueeze(0);  // [B, T]

@@ -64,6 +64,11 @@ class KVCache {
   };
   // Throws ears::Error "... exceeds the cache size N" when some len_b + T > max_len.
   Append prepare_append(int64_t T) const;
+  // The same plan without its device tensors (positions, blocked, write_rows undefined): for
+  // host-driven CPU steps that write the cache through data() and index positions themselves.
+  Append prepare_append_host(int64_t T) const;
+  // CPU: layer `layer`'s K (kv = 0) or V (kv = 1) storage, contiguous [B, K, max_len, hd].
+  void* data(int64_t layer, int kv) const;
   // k, v: [B, T, K, hd] (any strides, any float dtype; converted to the cache dtype).
   void write(int64_t layer, const Append& plan, const at::Tensor& k, const at::Tensor& v);
   // Views [B, K, span, hd] of the cache for attention after write().

@@ -261,6 +261,52 @@ at::Tensor linear(const at::Tensor& x, const LinearWeight& lw) {
   return y.view(out_sizes);
 }
 
+bool rows_available(c10::ScalarType dtype) {
+  if (dtype == at::kFloat) return kernels::path() != kernels::Path::aten;
+  return dtype == at::kBFloat16 && bf16_kernels() != nullptr;
+}
+
+void linear_rows(const uint16_t* x, int64_t rows, const LinearWeight& lw, uint16_t* y) {
+  const int64_t in = lw.in_features, N = lw.out_features;
+  const uint16_t* wb = bits(lw.packed);
+  const uint16_t* bb = lw.bias.defined() ? bits(lw.bias) : nullptr;
+  const auto gemm = bf16_kernels()->packed_gemm;
+  for_weight_blocks(N, in, rows, 32, 2, [&](int64_t nb0, int64_t nb1) { gemm(x, in, rows, wb, N, in, bb, y, N, nb0, nb1); });
+}
+
+void linear_rows(const float* x, int64_t rows, const LinearWeight& lw, float* y) {
+  const int64_t in = lw.in_features, N = lw.out_features;
+  const float* wb = lw.packed.data_ptr<float>();
+  const float* bb = lw.bias.defined() ? lw.bias.data_ptr<float>() : nullptr;
+  for_weight_blocks(N, in, rows, 16, 4, [&](int64_t p0, int64_t p1) { cpu_avx2::gemm_f32(x, in, rows, wb, N, in, bb, y, N, p0, p1); });
+}
+
+void rms_norm_rows(const uint16_t* x, int64_t rows, int64_t x_stride, int64_t D, const uint16_t* w, float eps,
+                   uint16_t* y) {
+  bf16_kernels()->rms_norm_rows(x, rows, x_stride, 1, D, w, false, eps, y);
+}
+void rms_norm_rows(const float* x, int64_t rows, int64_t x_stride, int64_t D, const float* w, float eps, float* y) {
+  cpu_avx2::rms_norm_rows(x, rows, x_stride, 1, D, w, false, eps, y);
+}
+
+void rope_rows(const uint16_t* x, int64_t tokens, int64_t x_stride, int64_t n_heads, int64_t hd, const uint16_t* cos,
+               const uint16_t* sin, uint16_t* y) {
+  bf16_kernels()->rope_rows(x, tokens, x_stride, n_heads, hd, cos, sin, y);
+}
+void rope_rows(const float* x, int64_t tokens, int64_t x_stride, int64_t n_heads, int64_t hd, const float* cos,
+               const float* sin, float* y) {
+  cpu_avx2::rope_rows(x, tokens, x_stride, n_heads, hd, cos, sin, y);
+}
+
+void attend_row(const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t ld, int64_t n_keys, int64_t hd,
+                float scale, float* scratch, uint16_t* out) {
+  bf16_kernels()->attend_row(q, k, ld, v, ld, n_keys, hd, scale, scratch, out);
+}
+void attend_row(const float* q, const float* k, const float* v, int64_t ld, int64_t n_keys, int64_t hd, float scale,
+                float* scratch, float* out) {
+  cpu_avx2::attend_row(q, k, ld, v, ld, n_keys, hd, scale, scratch, out);
+}
+
 at::Tensor rope_inv_freq(int64_t head_dim, const RopeConfig& rope, c10::Device device) {
   const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
   // HF: 1.0 / (base ** (arange(0, dim, 2).float() / dim)), all in fp32.

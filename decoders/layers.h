@@ -54,6 +54,32 @@ struct LinearWeight {
 LinearWeight prepare_linear(const at::Tensor& w, const at::Tensor& bias = at::Tensor());
 at::Tensor linear(const at::Tensor& x, const LinearWeight& lw);
 
+// ---- Raw rows on a CPU kernel path -----------------------------------------------------------
+// For host-driven steps that run a whole layer without ATen ops (the EAGLE-3 head's step,
+// decoders/eagle3_rows.cpp): the very kernels the tensor functions above call, on rows of
+// E = uint16_t (bf16 bits) or float, so they round identically. rows_available(dtype): a CPU
+// kernel path computes `dtype` (then every function below takes it; otherwise none may be called).
+bool rows_available(c10::ScalarType dtype);
+// y [rows, lw.out_features] = x [rows, lw.in_features] @ w^T (+ bias), rows contiguous; lw packed
+// for this path (prepare_linear on it) in E's dtype. Splits the weight over LibTorch's threads.
+void linear_rows(const uint16_t* x, int64_t rows, const LinearWeight& lw, uint16_t* y);
+void linear_rows(const float* x, int64_t rows, const LinearWeight& lw, float* y);
+// RMSNorm of `rows` rows of D elements: row r reads x + r * x_stride, writes y + r * D.
+void rms_norm_rows(const uint16_t* x, int64_t rows, int64_t x_stride, int64_t D, const uint16_t* w, float eps,
+                   uint16_t* y);
+void rms_norm_rows(const float* x, int64_t rows, int64_t x_stride, int64_t D, const float* w, float eps, float* y);
+// NeoX RoPE of `tokens` tokens of n_heads rows of hd: token o's heads at x + o * x_stride, its
+// cos/sin row at cos + o * hd (RopeCache's table row of its position); y contiguous [tokens, n_heads, hd].
+void rope_rows(const uint16_t* x, int64_t tokens, int64_t x_stride, int64_t n_heads, int64_t hd, const uint16_t* cos,
+               const uint16_t* sin, uint16_t* y);
+void rope_rows(const float* x, int64_t tokens, int64_t x_stride, int64_t n_heads, int64_t hd, const float* cos,
+               const float* sin, float* y);
+// One query row over keys [0, n_keys) (k_j = k + j * ld, v_j = v + j * ld); scratch: n_keys floats.
+void attend_row(const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t ld, int64_t n_keys, int64_t hd,
+                float scale, float* scratch, uint16_t* out);
+void attend_row(const float* q, const float* k, const float* v, int64_t ld, int64_t n_keys, int64_t hd, float scale,
+                float* scratch, float* out);
+
 // down(silu(gate) * up) where gate_up = x @ [gate; up]^T, i.e. gate_up_w is [2*I, hidden] with the
 // gate rows first (fused at load). Biases may be undefined.
 at::Tensor silu_mlp(const at::Tensor& x, const at::Tensor& gate_up_w, const at::Tensor& down_w,

@@ -231,6 +231,43 @@ TEST(Eagle3Fixture, HeadMatchesPrefillAndChain) {
   }
 }
 
+// The head's raw-rows step (decoders/eagle3_rows.cpp: steps of <= 16 positions on a CPU kernel
+// path) against its ATen path (one call over more than 16 positions) on the same 24 positions of
+// two right-padded sequences: the rows path fed in chunks of 3, 8 and 13 must give the same
+// logits and pre-norm states (same kernels; only the element-wise roundings may differ in the
+// last bit of an activation). f32 and bf16 (the bundled pair's dtype).
+TEST(Eagle3Rows, ChunkedRowsStepsMatchTheAtenPath) {
+  EARS_REQUIRE_SHARED("fixtures/eagle3-tiny");
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    const CausalLM t = CausalLM::load(fixture("qwen3-tiny"), at::kCPU, dtype);
+    const Eagle3Head h = Eagle3Head::load(fixture("eagle3-tiny"), t);
+    const int64_t L = 24;
+    at::Tensor ids = at::arange(L, at::kLong).mul_(37).remainder_(t.config().vocab_size).view({1, L});
+    ids = at::cat({ids, ids.flip(1)}, 0);  // B = 2
+    ForwardOptions fo;
+    fo.aux_layers = h.aux_layers();
+    const at::Tensor feats = at::cat(t.forward(ids, fo).aux_hidden, -1);  // [2, L, 3 * hidden]
+    KVCache whole_cache = h.new_cache(2, L);
+    const Eagle3Head::Output whole = h.forward(ids, feats, /*from_target=*/true, whole_cache);
+    KVCache cache = h.new_cache(2, L);
+    std::vector<at::Tensor> logits, prenorm;
+    for (const int64_t n : {3, 8, 13}) {
+      const int64_t at_pos = cache.length(0);
+      const Eagle3Head::Output o =
+          h.forward(ids.narrow(1, at_pos, n), feats.narrow(1, at_pos, n), /*from_target=*/true, cache);
+      logits.push_back(o.logits);
+      prenorm.push_back(o.prenorm);
+    }
+    EXPECT_EQ(cache.lengths(), whole_cache.lengths());
+    const double scale = whole.logits.abs().max().item<double>();
+    const double tol = dtype == at::kFloat ? 1e-5 : 0.02;  // bf16: a few ulps of the largest logit
+    EXPECT_LE(max_abs(at::cat(logits, 1), whole.logits), tol * scale);
+    EXPECT_LE(max_abs(at::cat(prenorm, 1), whole.prenorm), tol * whole.prenorm.abs().max().item<double>());
+    EXPECT_TRUE(at::equal(at::cat(logits, 1).argmax(-1), whole.logits.argmax(-1)));
+  }
+}
+
 TEST(Eagle3Fixture, DrafterProposesFixtureChainSoloAndRagged) {
   EARS_REQUIRE_SHARED("fixtures/eagle3-tiny");
   const json& cases = expected("eagle3-tiny")["cases"];

@@ -1,0 +1,165 @@
+// The EAGLE-3 head's step on raw rows (decoders/eagle3.h, Eagle3Head::forward on a CPU kernel
+// path): the same layer as the ATen path in eagle3.cpp, computed by the kernel path's row
+// kernels (decoders/layers.h "Raw rows") with no ATen op between them. A 1-layer head on a small
+// model is all per-op overhead under ATen (~40 ops of 3-8 us for ~30 us of arithmetic on the
+// bundled pair); here a chain step is the arithmetic plus a few forks of the linear kernels.
+//
+// Numerics: linear, RMSNorm, RoPE and attention are the kernels the ATen path calls, so they
+// round identically. The element-wise steps round once per op to the compute dtype, as Hugging
+// Face's bf16 module does: h = bf16(g + o), act = bf16(bf16(silu_fp32(gate)) * up),
+// out = bf16(h + down). (LibTorch 1.13's bf16 silu rounds exp and 1 + exp separately, so the two
+// paths can differ in the last bit of an activation; the drafts only steer speed, never the
+// verified output.)
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "decoders/bf16_bits.h"
+#include "decoders/eagle3.h"
+#include "decoders/layers.h"
+
+namespace ears {
+
+namespace {
+
+inline float widen(uint16_t v) { return bf16_bits::from_bf16(v); }
+inline float widen(float v) { return v; }
+template <class E>
+E narrow_to(float v);
+template <>
+inline uint16_t narrow_to<uint16_t>(float v) {
+  return bf16_bits::to_bf16(v);
+}
+template <>
+inline float narrow_to<float>(float v) {
+  return v;
+}
+
+template <class E>
+E* ptr(const at::Tensor& t) {
+  return reinterpret_cast<E*>(t.data_ptr());
+}
+
+// y = x + y, rounded to E.
+template <class E>
+void add_into(const E* x, E* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = narrow_to<E>(widen(x[i]) + widen(y[i]));
+}
+
+// act[r, i] = E(E(silu(gate[r, i])) * up[r, i]) for gate_up rows [gate (I) | up (I)].
+template <class E>
+void swiglu_rows(const E* gate_up, int64_t rows, int64_t I, E* act) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const E* g = gate_up + r * 2 * I;
+    const E* u = g + I;
+    E* a = act + r * I;
+    for (int64_t i = 0; i < I; ++i) {
+      const float x = widen(g[i]);
+      const E s = narrow_to<E>(x / (1.0f + std::exp(-x)));
+      a[i] = narrow_to<E>(widen(s) * widen(u[i]));
+    }
+  }
+}
+
+}  // namespace
+
+bool Eagle3Head::rows_path(const at::Tensor& token_ids, const at::Tensor& hidden, const KVCache& cache) const {
+  const int64_t T = token_ids.size(1);
+  return device_.is_cpu() && layers::rows_available(dtype_) && token_ids.device().is_cpu() && T <= 16 &&
+         hidden.device().is_cpu() && cache.dtype() == dtype_ && cache.max_length() + T <= rope_.table.cos.size(0);
+}
+
+template <class E>
+Eagle3Head::Output Eagle3Head::forward_rows(const at::Tensor& token_ids, const at::Tensor& hidden, bool from_target,
+                                            KVCache& cache, const std::optional<at::Tensor>& rows) const {
+  const ModelConfig& c = cfg_;
+  const int64_t B = token_ids.size(0), T = token_ids.size(1), BT = B * T;
+  const int64_t d = c.hidden_size, H = c.num_attention_heads, K = c.num_key_value_heads, hd = c.head_dim;
+  const int64_t I = c.intermediate_size, G = H / K, W = (H + 2 * K) * hd;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const at::Tensor ids = token_ids.to(at::kLong).contiguous();
+  const at::Tensor feats = hidden.to(dtype_).contiguous();  // [B, T, F]
+  const int64_t* id = ids.data_ptr<int64_t>();
+
+  // g: the target features folded by fc, or the fed-back pre-norm state; x = [norm(emb) | norm(g)].
+  std::vector<E> g(static_cast<size_t>(BT * d)), x(static_cast<size_t>(BT * 2 * d));
+  if (from_target) {
+    layers::linear_rows(ptr<E>(feats), BT, fc_, g.data());
+  } else {
+    std::memcpy(g.data(), feats.data_ptr(), g.size() * sizeof(E));
+  }
+  const E* emb = ptr<E>(embed_);
+  for (int64_t r = 0; r < BT; ++r) {
+    layers::rms_norm_rows(emb + id[r] * d, 1, d, d, ptr<E>(input_norm_), eps, x.data() + r * 2 * d);
+    layers::rms_norm_rows(g.data() + r * d, 1, d, d, ptr<E>(hidden_norm_), eps, x.data() + r * 2 * d + d);
+  }
+
+  // Attention: RoPE over the adjacent q and k heads, k and v into the cache, one row per head.
+  std::vector<E> qkv(static_cast<size_t>(BT * W)), qk(static_cast<size_t>(BT * (H + K) * hd));
+  std::vector<E> attn(static_cast<size_t>(BT * H * hd));
+  layers::linear_rows(x.data(), BT, qkv_, qkv.data());
+  const KVCache::Append plan = cache.prepare_append_host(T);
+  E* kc = static_cast<E*>(cache.data(0, 0));
+  E* vc = static_cast<E*>(cache.data(0, 1));
+  const int64_t L = cache.max_len();
+  std::vector<float> scratch(static_cast<size_t>(cache.max_length() + T));
+  const float scale = static_cast<float>(std::pow(static_cast<double>(hd), -0.5));
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t len = cache.length(b);
+    layers::rope_rows(qkv.data() + b * T * W, T, W, H + K, hd, ptr<E>(rope_.table.cos) + len * hd,
+                      ptr<E>(rope_.table.sin) + len * hd, qk.data() + b * T * (H + K) * hd);
+    for (int64_t t = 0; t < T; ++t) {
+      const E* row_qk = qk.data() + (b * T + t) * (H + K) * hd;
+      const E* row_v = qkv.data() + (b * T + t) * W + (H + K) * hd;
+      for (int64_t kh = 0; kh < K; ++kh) {
+        const int64_t slot = ((b * K + kh) * L + len + t) * hd;
+        std::memcpy(kc + slot, row_qk + (H + kh) * hd, hd * sizeof(E));
+        std::memcpy(vc + slot, row_v + kh * hd, hd * sizeof(E));
+      }
+    }
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t base = (b * K + h / G) * L * hd;
+        layers::attend_row(qk.data() + ((b * T + t) * (H + K) + h) * hd, kc + base, vc + base, hd, len + t + 1, hd,
+                           scale, scratch.data(), attn.data() + ((b * T + t) * H + h) * hd);
+      }
+  }
+  cache.commit(plan);
+
+  // h = g + o(attn); h += down(swiglu(gate_up(norm(h)))). g becomes h in place.
+  std::vector<E> tmp(static_cast<size_t>(BT * d)), gu(static_cast<size_t>(BT * 2 * I)), act(static_cast<size_t>(BT * I));
+  layers::linear_rows(attn.data(), BT, o_, tmp.data());
+  add_into(tmp.data(), g.data(), BT * d);
+  layers::rms_norm_rows(g.data(), BT, d, d, ptr<E>(post_norm_), eps, tmp.data());
+  layers::linear_rows(tmp.data(), BT, gate_up_, gu.data());
+  swiglu_rows(gu.data(), BT, I, act.data());
+  layers::linear_rows(act.data(), BT, down_, tmp.data());
+  add_into(tmp.data(), g.data(), BT * d);
+
+  // The requested rows' pre-norm states and logits.
+  const int64_t R = rows ? rows->size(1) : T;
+  const at::Tensor picked = rows ? rows->to(at::kLong).contiguous() : at::Tensor();
+  Output out;
+  out.prenorm = at::empty({B, R, d}, embed_.options());
+  out.logits = at::empty({B, R, draft_vocab_}, embed_.options());
+  E* pre = ptr<E>(out.prenorm);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t t = rows ? picked.data_ptr<int64_t>()[b * R + r] : r;
+      std::memcpy(pre + (b * R + r) * d, g.data() + (b * T + t) * d, d * sizeof(E));
+    }
+  std::vector<E> normed(static_cast<size_t>(B * R * d));
+  layers::rms_norm_rows(pre, B * R, d, d, ptr<E>(norm_), eps, normed.data());
+  layers::linear_rows(normed.data(), B * R, lm_head_, ptr<E>(out.logits));
+  return out;
+}
+
+template Eagle3Head::Output Eagle3Head::forward_rows<uint16_t>(const at::Tensor&, const at::Tensor&, bool, KVCache&,
+                                                               const std::optional<at::Tensor>&) const;
+template Eagle3Head::Output Eagle3Head::forward_rows<float>(const at::Tensor&, const at::Tensor&, bool, KVCache&,
+                                                            const std::optional<at::Tensor>&) const;
+
+}  // namespace ears
