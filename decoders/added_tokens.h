@@ -38,18 +38,18 @@ class LiteralMatcher {
     std::size_t start_offset = 0, i = 0;
     while (i < s.size()) {
       std::size_t ms = 0;
-      const AddedToken* tok = find_from(s, i, ms);
-      if (!tok) break;
-      std::size_t me = ms + tok->content.size();
+      const AddedToken* hit = find_from(s, i, ms);
+      if (!hit) break;
+      std::size_t me = ms + hit->content.size();
       i = me;  // the scan resumes after this match even when single_word discards it
-      if (tok->single_word && ((ms > 0 && ends_with_word(s.substr(0, ms))) ||
+      if (hit->single_word && ((ms > 0 && ends_with_word(s.substr(0, ms))) ||
                                (me < s.size() && starts_with_word(s.substr(me)))))
         continue;
       std::size_t start = ms, stop = me;
-      if (tok->lstrip) start = std::max(start_offset, ms - trailing_space(s.substr(0, ms)));
-      if (tok->rstrip) stop = me + leading_space(s.substr(me));
+      if (hit->lstrip) start = std::max(start_offset, ms - trailing_space(s.substr(0, ms)));
+      if (hit->rstrip) stop = me + leading_space(s.substr(me));
       if (start_offset < start) on_text(s.substr(start_offset, start - start_offset));
-      on_token(tok->id);
+      on_token(hit->id);
       start_offset = stop;
       i = std::max(i, stop);
     }

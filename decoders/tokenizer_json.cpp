@@ -65,11 +65,9 @@ class TokenizerJsonReader {
   bool start_object(std::size_t n) {
     if (mode_ != kNormal) return open("an object");
     ++depth_;
-    if (depth_ == 3 && key1_ == "model" && key2_ == "vocab") {
-      mode_ = kVocab;
-      mode_depth_ = depth_;
-      out_.saw_vocab = true;
-      return dom_.start_object(0);
+    if (at_model_member("vocab")) {
+      enter(kVocab, out_.saw_vocab);
+      return dom_.start_object(0);  // left empty in the DOM
     }
     return dom_.start_object(n);
   }
@@ -82,11 +80,9 @@ class TokenizerJsonReader {
     }
     if (mode_ != kNormal) return open("an array");
     ++depth_;
-    if (depth_ == 3 && key1_ == "model" && key2_ == "merges") {
-      mode_ = kMerges;
-      mode_depth_ = depth_;
-      out_.saw_merges = true;
-      return dom_.start_array(0);
+    if (at_model_member("merges")) {
+      enter(kMerges, out_.saw_merges);
+      return dom_.start_array(0);  // left empty in the DOM
     }
     return dom_.start_array(n);
   }
@@ -99,6 +95,15 @@ class TokenizerJsonReader {
  private:
   enum Mode { kNormal, kVocab, kMerges };
 
+  // Whether the container just opened is model.<member> of the root object.
+  bool at_model_member(const char* member) const {
+    return depth_ == 3 && key1_ == "model" && key2_ == member;
+  }
+  void enter(Mode mode, bool& saw) {
+    mode_ = mode;
+    mode_depth_ = depth_;
+    saw = true;
+  }
   template <class F>
   bool scalar(F&& forward, const char* what) {
     if (mode_ == kNormal) return forward();
