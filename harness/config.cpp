@@ -58,8 +58,8 @@ std::vector<double> read_arm_map(const Ctx& c, const Node& el, const std::string
   if (!valid_name(arm.name))
     fail_at(c, m.has("name") ? m.get("name") : el, m.sub("name"), fmt::format("'{}' is not a valid arm name", arm.name),
             "use letters, digits, '.', '_' and '-' only");
-  if (m.has("baseline")) t.at("baseline").read(At{c, m, m.get("baseline"), m.sub("baseline")}, arm);
-  if (m.has("decoding")) t.at("decoding").read(At{c, m, m.get("decoding"), m.sub("decoding")}, arm);
+  t.read_key(m, "baseline", arm);
+  t.read_key(m, "decoding", arm);
   bool own_draft = false;
   if (m.has("draft")) {
     MapReader d(c, m.get("draft"), m.sub("draft"), draft_table().schema);

@@ -153,7 +153,7 @@ const Table<DatasetFields>& fields_table() {
 constexpr std::pair<std::string_view, std::string_view> kDatasetAliases[] = {
     {"nq", "nq_open"}, {"nq-open", "nq_open"}, {"spec-bench", "spec_bench"}, {"synth_gsm", "synth-gsm"}, {"open_stems", "open-stems"}};
 
-// dataset.path: not for generated datasets, required for jsonl.
+// jsonl reads its requests from dataset.path: required.
 void dataset_path_needed(const MapReader& m, const DatasetSection& d) {
   if (d.name == "jsonl" && d.path.empty()) m.missing("path", "add 'path: <file.jsonl>' under dataset (required for jsonl)");
 }
@@ -171,9 +171,11 @@ void check_categories(const At& a, const DatasetSection& d) {
     }
 }
 
-std::vector<Field<DatasetSection>> dataset_source_fields() {
+}  // namespace
+
+const Table<DatasetSection>& dataset_table() {
   using D = DatasetSection;
-  return {
+  static const Table<D> t{"dataset", {
       field("name", &D::name, Enum(kDatasetNames, kDatasetAliases), "gsm8k | nq_open | spec_bench | jsonl | synth-gsm | open-stems")
           .when_absent([](const MapReader& m, D&) {
             m.missing("name", fmt::format("add 'name: <{}>' under dataset", join(kDatasetNames, "|")));
@@ -194,12 +196,6 @@ std::vector<Field<DatasetSection>> dataset_source_fields() {
         if (d.n_shot > 0 && d.name != "gsm8k" && d.name != "synth-gsm")
           a.fail(fmt::format("n_shot only applies to gsm8k and synth-gsm, not {}", d.name), "remove it (or set n_shot: 0)");
       }),
-  };
-}
-
-std::vector<Field<DatasetSection>> dataset_prompt_fields() {
-  using D = DatasetSection;
-  return {
       field("prompt_format", &D::prompt_format, Enum(kPromptFormats), "raw | chat"),
       field("thinking", &D::thinking, Bool(), "chat template with thinking enabled (chat only)").after([](const At& a, const D& d) {
         if (d.thinking && d.prompt_format == "raw")
@@ -234,17 +230,7 @@ std::vector<Field<DatasetSection>> dataset_prompt_fields() {
               a.fail(fmt::format("categories only applies to spec_bench and jsonl, not {}", d.name), "remove dataset.categories");
           })
           .after(check_categories)
-          .yaml_if([](const D& d) { return d.name == "jsonl" || d.name == "spec_bench"; }),
-  };
-}
-}  // namespace
-
-const Table<DatasetSection>& dataset_table() {
-  static const Table<DatasetSection> t = [] {
-    std::vector<Field<DatasetSection>> f = dataset_source_fields();
-    for (auto& x : dataset_prompt_fields()) f.push_back(std::move(x));
-    return Table<DatasetSection>("dataset", std::move(f));
-  }();
+          .yaml_if([](const D& d) { return d.name == "jsonl" || d.name == "spec_bench"; })}};
   return t;
 }
 

@@ -15,6 +15,7 @@
 #include <functional>
 #include <limits>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -142,18 +143,21 @@ struct Table {
 
   // Reads every key of `m` that has a reader, in table order (see the hooks at the top).
   void read(const MapReader& m, S& s) const {
-    for (const Field<S>& f : fields) {
-      if (!f.read) continue;
-      if (!m.has(f.key)) {
-        if (f.absent) f.absent(m, s);
-        continue;
-      }
-      const At at{m.ctx(), m, m.get(f.key), m.sub(f.key)};
-      if (f.skip && f.skip(at.node)) continue;
-      if (f.pre) f.pre(at, s);
-      f.read(at, s);
-      if (f.post) f.post(at, s);
+    for (const Field<S>& f : fields)
+      if (f.read) read_key(m, f, s);
+  }
+  // Reads one key of `m` (for sections that read their keys in an order of their own).
+  void read_key(const MapReader& m, std::string_view key, S& s) const { read_key(m, at(key), s); }
+  void read_key(const MapReader& m, const Field<S>& f, S& s) const {
+    if (!m.has(f.key)) {
+      if (f.absent) f.absent(m, s);
+      return;
     }
+    const At a{m.ctx(), m, m.get(f.key), m.sub(f.key)};
+    if (f.skip && f.skip(a.node)) return;
+    if (f.pre) f.pre(a, s);
+    f.read(a, s);
+    if (f.post) f.post(a, s);
   }
   // Key/value pairs into an open YAML map. With `ref`, keys equal to ref's are left out (except
   // in_full ones), and nested sections show only their differing keys.
