@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/config.h"
+#include "harness/config_schema.h"
 #include "harness/base/error.h"
 #include "tests/test_util.h"
 
@@ -613,6 +614,49 @@ TEST(ConfigOutput, ToJsonCarriesResolvedArms) {
   EXPECT_EQ(j["gates"][0]["text"], "ears: accuracy >= 0.5");
   EXPECT_EQ(j["gates"][0]["value"], 0.5);
   EXPECT_EQ(j["dataset"]["name"], "gsm8k");
+}
+
+// Every section table (harness/config_schema.h) documents each key, and to_yaml / to_json carry
+// exactly the table's keys: to_yaml in table order (leaving out only keys whose yaml_if says so),
+// to_json all of them. Catches a row that is read but not written, or written under another name.
+template <class S>
+void expect_table_output(const detail::Table<S>& table, const S& value, const YAML::Node& yaml, const nlohmann::json& json) {
+  std::vector<std::string> want_yaml, got_yaml, want_json, got_json;
+  for (const auto& f : table.fields) {
+    EXPECT_FALSE(f.doc.empty()) << table.schema.name << "." << f.key << " has no doc";
+    EXPECT_TRUE(f.read && f.yaml && f.json) << table.schema.name << "." << f.key;
+    if (!f.emit_if || f.emit_if(value)) want_yaml.emplace_back(f.key);
+    want_json.emplace_back(f.key);
+  }
+  for (auto it = yaml.begin(); it != yaml.end(); ++it) got_yaml.push_back(it->first.Scalar());
+  for (auto& [k, v] : json.items()) got_json.push_back(k);
+  std::sort(want_json.begin(), want_json.end());
+  std::sort(got_json.begin(), got_json.end());
+  EXPECT_EQ(got_yaml, want_yaml) << table.schema.name;
+  EXPECT_EQ(got_json, want_json) << table.schema.name;
+}
+
+TEST(ConfigSchema, EveryTableKeyIsDocumentedAndWritten) {
+  for (const char* dataset : {"{name: jsonl, path: /d.jsonl, categories: [a]}", "{name: synth-gsm, n: 5}", "{name: spec_bench}"}) {
+    SCOPED_TRACE(dataset);
+    std::string yaml = inject("  seed: 0", "  gamma: 3") + "gates: [\"ears: accuracy >= 0.5\"]\n";
+    const std::string gsm8k = "dataset:\n  name: gsm8k";
+    yaml.replace(yaml.find(gsm8k), gsm8k.size(), std::string("dataset: ") + dataset);
+    const ExperimentSpec s = parse(yaml);
+    const YAML::Node y = YAML::Load(to_yaml(s));
+    nlohmann::json j = to_json(s);
+    EXPECT_EQ(j["baseline_arm"], "base");
+    j.erase("baseline_arm");  // to_json's one key beyond the table
+    expect_table_output(detail::root_table(), s, y, j);
+    expect_table_output(detail::target_table(), s.target, y["target"], j["target"]);
+    expect_table_output(detail::draft_table(), s.draft, y["draft"], j["draft"]);
+    expect_table_output(detail::dataset_table(), s.dataset, y["dataset"], j["dataset"]);
+    expect_table_output(detail::decoding_table(), s.decoding, y["decoding"], j["decoding"]);
+    expect_table_output(detail::run_table(), s.run, y["run"], j["run"]);
+    expect_table_output(detail::verifier_table(), s.arms[1].verifier, y["arms"][1]["verifier"], j["arms"][1]["verifier"]);
+    if (s.dataset.name == "jsonl")
+      EXPECT_EQ(y["dataset"]["fields"].size(), j["dataset"]["fields"].size());
+  }
 }
 
 // ------------------------------------------------------------------ files
