@@ -42,4 +42,16 @@ void wrong_report_type(const char* key, const json& value, const json::exception
   fail("report key '{}' has the wrong type ({}): {}", key, value.type_name(), e.what());
 }
 
+std::vector<std::string> string_list(const json& j, const char* key, const std::string& origin) {
+  std::vector<std::string> v;
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return v;
+  if (!it->is_array()) fail("{}: '{}' must be an array of strings", origin, key);
+  for (const auto& s : *it) {
+    if (!s.is_string()) fail("{}: '{}' must be an array of strings", origin, key);
+    v.push_back(s.get<std::string>());
+  }
+  return v;
+}
+
 }  // namespace ears::field_json

@@ -4,6 +4,7 @@
 //   - report dialect (report.json's metrics and comparisons): numbers are NaN when absent or
 //     null, a non-number is "report key 'K' must be a number or null, got X"; other types keep
 //     their default when absent or null and a wrong type is "report key 'K' has the wrong type".
+//   - file dialect: see FileReader below.
 // Doubles are written as null when not finite; nested field-listed structs are objects, and
 // lists of them arrays of objects. For the .cpp files of reports/ only. Torch-free.
 #pragma once
@@ -39,6 +40,9 @@ struct Writer {
     j[key] = encode(member);
   }
   void derived(const char* key, double value, const char* /*doc*/) { j[key] = json_number(value); }
+  void operator()(const char* key, const json& member, const char* /*doc*/, unsigned flags) {
+    j[key] = (flags & kFieldObject) && member.is_null() ? json::object() : member;
+  }
 };
 
 template <FieldListed T>
@@ -137,6 +141,63 @@ struct ReportReader {
     }
   }
   void derived(const char*, double, const char*) {}
+};
+
+// ---- file dialect (report.json and run_meta.json at the top, and their arm entries) ----------
+// Scalars are read as json::value (nlohmann's own error on a mismatch); JSON members are {}
+// when absent or null; string lists and entry lists must be arrays ("ORIGIN: 'K' must be an
+// array..."); an entry type with entry_owner() is checked by it and read field by field,
+// others (ArmMetrics, Comparison) by their from_json. The required schema_version is checked
+// by the caller first (report.cpp check_schema).
+
+std::vector<std::string> string_list(const json& j, const char* key, const std::string& origin);
+
+struct FileReader {
+  const json& j;
+  const std::string& origin;
+  std::string owner;  // e.g. "arm 'a'" inside an entry; empty at the top
+
+  template <class T>
+  void operator()(const char* key, T& member, const char* /*doc*/, unsigned flags) {
+    const auto it = j.find(key);
+    if constexpr (std::is_same_v<T, json>) {
+      if (flags & kFieldValue) member = j.value(key, json::object());
+      else member = it == j.end() || it->is_null() ? json::object() : *it;
+    } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+      member = string_list(j, key, origin);
+    } else if constexpr (std::is_same_v<T, double>) {
+      if (it == j.end()) return;
+      try {
+        member = json_to_double(*it);
+      } catch (const Error&) {
+        fail("{}: {} has a non-numeric '{}' ({})", origin, owner, key, it->dump());
+      }
+    } else if constexpr (FieldListed<T>) {
+      if (it != j.end()) member = it->template get<T>();
+      else if (flags & kFieldRequired) fail("{}: {} has no '{}'", origin, owner, key);
+    } else if constexpr (is_entrywise_list<T>::value) {
+      read_entries(it, key, member, flags);
+    } else {
+      member = j.value(key, T(member));
+    }
+  }
+  void derived(const char*, double, const char*) {}
+
+ private:
+  template <class T>
+  void read_entries(json::const_iterator it, const char* key, std::vector<T>& out, unsigned flags) {
+    if ((flags & kFieldRequired) && (it == j.end() || !it->is_array())) fail("{}: missing array '{}'", origin, key);
+    if (it == j.end()) return;
+    if (!it->is_array()) fail("{}: '{}' must be an array", origin, key);
+    for (const auto& e : *it) {
+      if constexpr (requires { T::entry_owner(e, origin); }) {
+        FileReader entry{e, origin, T::entry_owner(e, origin)};
+        T::fields(out.emplace_back(), entry);
+      } else {
+        out.push_back(e.template get<T>());
+      }
+    }
+  }
 };
 
 template <FieldListed T, class Reader>

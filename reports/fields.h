@@ -19,6 +19,7 @@ enum FieldFlag : unsigned {
   kFieldNonNegative = 1u << 4,  // validate(): a number that must be >= 0 (and not NaN)
   kFieldValue = 1u << 5,        // read as json::value(key, default): a type mismatch (or null)
                                 // throws nlohmann's own error (kept for old files' messages)
+  kFieldObject = 1u << 6,       // a JSON value written as {} when null
 };
 
 // True for the structs that carry a field list (nested objects in JSON).

@@ -171,15 +171,15 @@ struct ArmMetrics {
     v("distortion_tv_mean", m.distortion_tv_mean, "Σ distortion_tv_sum / Σ distortion_positions", 0);
     v("mean_uncertainty", m.mean_uncertainty, "Σ uncertainty_sum / Σ uncertainty_count", 0);
     v("accept_length_hist", m.accept_length_hist, "Σ over requests; [n] = steps that emitted n tokens", 0);
-    v("uncertainty_buckets", m.uncertainty_buckets, "10 deciles of u (UncertaintyBucket)", 0);
+    v("uncertainty_buckets", m.uncertainty_buckets, "10 deciles of u", 0);
     v("accuracy", m.accuracy, "mean of correct over scored requests (a fraction)", 0);
     v("accuracy_ci95", m.accuracy_ci95, "95 % Wilson interval of accuracy", 0);
     v("strict_accuracy", m.strict_accuracy, "mean of strict_correct over scored requests", 0);
     v("flexible_accuracy", m.flexible_accuracy, "mean of flexible_correct over scored requests", 0);
     v("em_mean", m.em_mean, "mean em over scored requests", 0);
     v("f1_mean", m.f1_mean, "mean f1 over scored requests", 0);
-    v("categories", m.categories, "per dataset category, sorted by name (CategoryMetrics)", 0);
-    v("time_split_s", m.time_split_s, "Σ of the request time split (TimeSplit)", 0);
+    v("categories", m.categories, "per dataset category, sorted by name; only requests with a category", 0);
+    v("time_split_s", m.time_split_s, "Σ of the requests' time split", 0);
   }
 };
 
