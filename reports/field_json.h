@@ -1,4 +1,4 @@
-// JSON from and to the field lists of reports/fields.h: one writer and two reading dialects.
+// JSON from and to the field lists of reports/fields.h: one writer and three reading dialects.
 //   - result dialect (results.jsonl): absent or null -> the default; a wrong type is
 //     "result key 'K' has the wrong type (T); expected a number|string|...";
 //   - report dialect (report.json's metrics and comparisons): numbers are NaN when absent or
@@ -6,7 +6,8 @@
 //     their default when absent or null and a wrong type is "report key 'K' has the wrong type".
 //   - file dialect: see FileReader below.
 // Doubles are written as null when not finite; nested field-listed structs are objects, and
-// lists of them arrays of objects. For the .cpp files of reports/ only. Torch-free.
+// lists of them arrays of objects; keys come out sorted (nlohmann::json objects are ordered
+// maps), whatever the list order. For the .cpp files of reports/ only. Torch-free.
 #pragma once
 #include <nlohmann/json.hpp>
 
