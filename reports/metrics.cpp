@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "harness/base/error.h"
+#include "reports/field_json.h"
 
 namespace ears {
 
@@ -328,53 +329,6 @@ double json_to_double(const json& j) {
   return j.get<double>();
 }
 
-namespace {
-
-double get_double(const json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end()) return nan_value();
-  try {
-    return json_to_double(*it);
-  } catch (const Error&) {
-    fail("report key '{}' must be a number or null, got {}", key, it->dump());
-  }
-}
-
-template <class T>
-void get_to(const json& j, const char* key, T& out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return;
-  try {
-    out = it->get<T>();
-  } catch (const json::exception& e) {
-    fail("report key '{}' has the wrong type ({}): {}", key, it->type_name(), e.what());
-  }
-}
-
-json doubles(const std::vector<double>& v) {
-  json a = json::array();
-  for (double x : v) a.push_back(json_number(x));
-  return a;
-}
-
-std::vector<double> get_doubles(const json& j, const char* key) {
-  std::vector<double> v;
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return v;
-  if (!it->is_array()) fail("report key '{}' must be an array", key);
-  for (const auto& x : *it) v.push_back(json_to_double(x));
-  return v;
-}
-
-Interval get_interval(const json& j, const char* key) {
-  Interval x;
-  auto it = j.find(key);
-  if (it != j.end()) from_json(*it, x);
-  return x;
-}
-
-}  // namespace
-
 void to_json(json& j, const Interval& x) { j = json::array({json_number(x.lo), json_number(x.hi)}); }
 
 void from_json(const json& j, Interval& x) {
@@ -387,186 +341,18 @@ void from_json(const json& j, Interval& x) {
   x.hi = json_to_double(j[1]);
 }
 
-void to_json(json& j, const ArmMetrics& m) {
-  j = json::object();
-  j["n_requests"] = m.n_requests;
-  j["n_errors"] = m.n_errors;
-  j["n_scored"] = m.n_scored;
-  j["output_tokens"] = m.output_tokens;
-  j["prompt_tokens"] = m.prompt_tokens;
-  j["steps"] = m.steps;
-  j["drafted"] = m.drafted;
-  j["accepted"] = m.accepted;
-  j["pardoned"] = m.pardoned;
-  j["wall_s"] = json_number(m.wall_s);
-  j["wall_from_latencies"] = m.wall_from_latencies;
-  j["output_tokens_per_s"] = json_number(m.output_tokens_per_s);
-  j["total_tokens_per_s"] = json_number(m.total_tokens_per_s);
-  j["latency_mean_s"] = json_number(m.latency_mean_s);
-  j["latency_p50_s"] = json_number(m.latency_p50_s);
-  j["latency_p90_s"] = json_number(m.latency_p90_s);
-  j["latency_p99_s"] = json_number(m.latency_p99_s);
-  j["ttft_mean_s"] = json_number(m.ttft_mean_s);
-  j["tpot_mean_s"] = json_number(m.tpot_mean_s);
-  j["mean_accept_length"] = json_number(m.mean_accept_length);
-  j["acceptance_rate"] = json_number(m.acceptance_rate);
-  j["acceptance_per_position"] = doubles(m.acceptance_per_position);
-  j["system_efficiency"] = json_number(m.system_efficiency);
-  j["pardon_share"] = json_number(m.pardon_share);
-  j["distortion_tv_mean"] = json_number(m.distortion_tv_mean);
-  j["mean_uncertainty"] = json_number(m.mean_uncertainty);
-  j["accept_length_hist"] = m.accept_length_hist;
-  json buckets = json::array();
-  for (const auto& b : m.uncertainty_buckets)
-    buckets.push_back({{"lo", b.lo},
-                       {"hi", b.hi},
-                       {"drafted", b.drafted},
-                       {"accepted", b.accepted},
-                       {"pardoned", b.pardoned},
-                       {"drafted_share", json_number(b.drafted_share)},
-                       {"acceptance_rate", json_number(b.acceptance_rate)},
-                       {"pardon_share", json_number(b.pardon_share)}});
-  j["uncertainty_buckets"] = buckets;
-  j["accuracy"] = json_number(m.accuracy);
-  j["accuracy_ci95"] = m.accuracy_ci95;
-  j["strict_accuracy"] = json_number(m.strict_accuracy);
-  j["flexible_accuracy"] = json_number(m.flexible_accuracy);
-  j["em_mean"] = json_number(m.em_mean);
-  j["f1_mean"] = json_number(m.f1_mean);
-  json cats = json::array();
-  for (const auto& c : m.categories)
-    cats.push_back({{"category", c.category},
-                    {"n_requests", c.n_requests},
-                    {"n_scored", c.n_scored},
-                    {"accuracy", json_number(c.accuracy)},
-                    {"accuracy_ci95", c.accuracy_ci95},
-                    {"output_tokens_per_s", json_number(c.output_tokens_per_s)},
-                    {"mean_accept_length", json_number(c.mean_accept_length)}});
-  j["categories"] = cats;
-  j["time_split_s"] = {{"prefill", json_number(m.time_split_s.prefill_s)},
-                       {"draft", json_number(m.time_split_s.draft_s)},
-                       {"verify", json_number(m.time_split_s.verify_s)},
-                       {"other", json_number(m.time_split_s.other_s)}};
-}
+void to_json(json& j, const ArmMetrics& m) { j = field_json::to_object(m); }
 
 void from_json(const json& j, ArmMetrics& m) {
   if (!j.is_object()) fail("report 'metrics' must be an object, got {}", j.type_name());
-  m = ArmMetrics{};
-  get_to(j, "n_requests", m.n_requests);
-  get_to(j, "n_errors", m.n_errors);
-  get_to(j, "n_scored", m.n_scored);
-  get_to(j, "output_tokens", m.output_tokens);
-  get_to(j, "prompt_tokens", m.prompt_tokens);
-  get_to(j, "steps", m.steps);
-  get_to(j, "drafted", m.drafted);
-  get_to(j, "accepted", m.accepted);
-  get_to(j, "pardoned", m.pardoned);
-  m.wall_s = get_double(j, "wall_s");
-  get_to(j, "wall_from_latencies", m.wall_from_latencies);
-  m.output_tokens_per_s = get_double(j, "output_tokens_per_s");
-  m.total_tokens_per_s = get_double(j, "total_tokens_per_s");
-  m.latency_mean_s = get_double(j, "latency_mean_s");
-  m.latency_p50_s = get_double(j, "latency_p50_s");
-  m.latency_p90_s = get_double(j, "latency_p90_s");
-  m.latency_p99_s = get_double(j, "latency_p99_s");
-  m.ttft_mean_s = get_double(j, "ttft_mean_s");
-  m.tpot_mean_s = get_double(j, "tpot_mean_s");
-  m.mean_accept_length = get_double(j, "mean_accept_length");
-  m.acceptance_rate = get_double(j, "acceptance_rate");
-  m.acceptance_per_position = get_doubles(j, "acceptance_per_position");
-  m.system_efficiency = get_double(j, "system_efficiency");
-  m.pardon_share = get_double(j, "pardon_share");
-  m.distortion_tv_mean = get_double(j, "distortion_tv_mean");
-  m.mean_uncertainty = get_double(j, "mean_uncertainty");
-  get_to(j, "accept_length_hist", m.accept_length_hist);
-  if (auto it = j.find("uncertainty_buckets"); it != j.end() && it->is_array()) {
-    for (const auto& b : *it) {
-      UncertaintyBucket u;
-      u.lo = get_double(b, "lo");
-      u.hi = get_double(b, "hi");
-      get_to(b, "drafted", u.drafted);
-      get_to(b, "accepted", u.accepted);
-      get_to(b, "pardoned", u.pardoned);
-      u.drafted_share = get_double(b, "drafted_share");
-      u.acceptance_rate = get_double(b, "acceptance_rate");
-      u.pardon_share = get_double(b, "pardon_share");
-      m.uncertainty_buckets.push_back(u);
-    }
-  }
-  m.accuracy = get_double(j, "accuracy");
-  m.accuracy_ci95 = get_interval(j, "accuracy_ci95");
-  m.strict_accuracy = get_double(j, "strict_accuracy");
-  m.flexible_accuracy = get_double(j, "flexible_accuracy");
-  m.em_mean = get_double(j, "em_mean");
-  m.f1_mean = get_double(j, "f1_mean");
-  if (auto it = j.find("categories"); it != j.end() && it->is_array()) {
-    for (const auto& c : *it) {
-      CategoryMetrics cm;
-      get_to(c, "category", cm.category);
-      get_to(c, "n_requests", cm.n_requests);
-      get_to(c, "n_scored", cm.n_scored);
-      cm.accuracy = get_double(c, "accuracy");
-      cm.accuracy_ci95 = get_interval(c, "accuracy_ci95");
-      cm.output_tokens_per_s = get_double(c, "output_tokens_per_s");
-      cm.mean_accept_length = get_double(c, "mean_accept_length");
-      m.categories.push_back(cm);
-    }
-  }
-  if (auto it = j.find("time_split_s"); it != j.end() && it->is_object()) {
-    m.time_split_s.prefill_s = get_double(*it, "prefill");
-    m.time_split_s.draft_s = get_double(*it, "draft");
-    m.time_split_s.verify_s = get_double(*it, "verify");
-    m.time_split_s.other_s = get_double(*it, "other");
-  }
+  field_json::from_object<ArmMetrics, field_json::ReportReader>(j, m);
 }
 
-void to_json(json& j, const Comparison& c) {
-  j = json::object();
-  j["arm"] = c.arm;
-  j["baseline"] = c.baseline;
-  j["n_pairs"] = c.n_pairs;
-  j["n_scored_pairs"] = c.n_scored_pairs;
-  j["identical_outputs"] = c.identical_outputs;
-  // Derived (not read back): the share a gate can hold to 1 for a T = 0 identity check.
-  j["identical_share"] = c.n_pairs > 0 ? json(static_cast<double>(c.identical_outputs) / c.n_pairs) : json(nullptr);
-  j["throughput_gain_pct"] = json_number(c.throughput_gain_pct);
-  j["throughput_gain_ci95"] = c.throughput_gain_ci95;
-  j["total_throughput_gain_pct"] = json_number(c.total_throughput_gain_pct);
-  j["latency_change_pct"] = json_number(c.latency_change_pct);
-  j["latency_change_ci95"] = c.latency_change_ci95;
-  j["accuracy_delta_pp"] = json_number(c.accuracy_delta_pp);
-  j["accuracy_delta_ci95"] = c.accuracy_delta_ci95;
-  j["mcnemar_p"] = json_number(c.mcnemar_p);
-  j["arm_only_correct"] = c.arm_only_correct;
-  j["baseline_only_correct"] = c.baseline_only_correct;
-  j["accept_length_ratio"] = json_number(c.accept_length_ratio);
-  j["accept_length_ratio_ci95"] = c.accept_length_ratio_ci95;
-  j["bootstrap_resamples"] = c.bootstrap_resamples;
-  j["bootstrap_seed"] = c.bootstrap_seed;
-}
+void to_json(json& j, const Comparison& c) { j = field_json::to_object(c); }
 
 void from_json(const json& j, Comparison& c) {
   if (!j.is_object()) fail("report comparison must be an object, got {}", j.type_name());
-  c = Comparison{};
-  get_to(j, "arm", c.arm);
-  get_to(j, "baseline", c.baseline);
-  get_to(j, "n_pairs", c.n_pairs);
-  get_to(j, "n_scored_pairs", c.n_scored_pairs);
-  c.identical_outputs = j.value("identical_outputs", int64_t{0});
-  c.throughput_gain_pct = get_double(j, "throughput_gain_pct");
-  c.throughput_gain_ci95 = get_interval(j, "throughput_gain_ci95");
-  c.total_throughput_gain_pct = get_double(j, "total_throughput_gain_pct");
-  c.latency_change_pct = get_double(j, "latency_change_pct");
-  c.latency_change_ci95 = get_interval(j, "latency_change_ci95");
-  c.accuracy_delta_pp = get_double(j, "accuracy_delta_pp");
-  c.accuracy_delta_ci95 = get_interval(j, "accuracy_delta_ci95");
-  c.mcnemar_p = get_double(j, "mcnemar_p");
-  get_to(j, "arm_only_correct", c.arm_only_correct);
-  get_to(j, "baseline_only_correct", c.baseline_only_correct);
-  c.accept_length_ratio = get_double(j, "accept_length_ratio");
-  c.accept_length_ratio_ci95 = get_interval(j, "accept_length_ratio_ci95");
-  get_to(j, "bootstrap_resamples", c.bootstrap_resamples);
-  get_to(j, "bootstrap_seed", c.bootstrap_seed);
+  field_json::from_object<Comparison, field_json::ReportReader>(j, c);
 }
 
 }  // namespace ears

@@ -47,30 +47,64 @@ double mcnemar_exact_p(int64_t b, int64_t c);
 
 
 struct UncertaintyBucket {
-  double lo = 0, hi = 0;  // u range [lo, hi)
+  double lo = 0, hi = 0;
   int64_t drafted = 0, accepted = 0, pardoned = 0;
-  double drafted_share = nan_value();    // drafted / Σ drafted over buckets
-  double acceptance_rate = nan_value();  // accepted / drafted
-  double pardon_share = nan_value();     // pardoned / accepted
+  double drafted_share = nan_value();
+  double acceptance_rate = nan_value();
+  double pardon_share = nan_value();
+
+  using FieldListTag = void;  // the field list (reports/fields.h)
+  template <class S, class V>
+  static void fields(S& b, V& v) {
+    v("lo", b.lo, "lower end of the u range [lo, hi)", 0);
+    v("hi", b.hi, "upper end of the u range", 0);
+    v("drafted", b.drafted, "judged draft positions in the bucket", 0);
+    v("accepted", b.accepted, "accepted draft tokens in the bucket", 0);
+    v("pardoned", b.pardoned, "pardoned draft tokens in the bucket", 0);
+    v("drafted_share", b.drafted_share, "drafted / Σ drafted over buckets", 0);
+    v("acceptance_rate", b.acceptance_rate, "accepted / drafted", 0);
+    v("pardon_share", b.pardon_share, "pardoned / accepted", 0);
+  }
 };
 
 struct CategoryMetrics {
   std::string category;
-  int64_t n_requests = 0;  // successful requests
+  int64_t n_requests = 0;
   int64_t n_scored = 0;
   double accuracy = nan_value();
   Interval accuracy_ci95;
-  double output_tokens_per_s = nan_value();  // Σ output / Σ latency (no per-category wall time)
+  double output_tokens_per_s = nan_value();
   double mean_accept_length = nan_value();
+
+  using FieldListTag = void;  // the field list (reports/fields.h)
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("category", c.category, "the dataset category", 0);
+    v("n_requests", c.n_requests, "successful requests of the category", 0);
+    v("n_scored", c.n_scored, "of them scored", 0);
+    v("accuracy", c.accuracy, "mean of correct over scored requests (a fraction)", 0);
+    v("accuracy_ci95", c.accuracy_ci95, "95 % Wilson interval of accuracy", 0);
+    v("output_tokens_per_s", c.output_tokens_per_s, "Σ output / Σ latency (no per-category wall time)", 0);
+    v("mean_accept_length", c.mean_accept_length, "τ of the category", 0);
+  }
 };
 
 struct TimeSplit {
   double prefill_s = 0, draft_s = 0, verify_s = 0, other_s = 0;
+
+  using FieldListTag = void;  // the field list (reports/fields.h)
+  template <class S, class V>
+  static void fields(S& t, V& v) {
+    v("prefill", t.prefill_s, "Σ prefill_s, s", 0);
+    v("draft", t.draft_s, "Σ draft_s, s", 0);
+    v("verify", t.verify_s, "Σ verify_s, s", 0);
+    v("other", t.other_s, "Σ other_s, s", 0);
+  }
 };
 
 struct ArmMetrics {
   // counts
-  int64_t n_requests = 0;  // all results of the arm, failed ones included
+  int64_t n_requests = 0;
   int64_t n_errors = 0;
   int64_t n_scored = 0;
   int64_t output_tokens = 0;
@@ -86,17 +120,17 @@ struct ArmMetrics {
   double latency_p90_s = nan_value();
   double latency_p99_s = nan_value();
   double ttft_mean_s = nan_value();
-  double tpot_mean_s = nan_value();  // mean over requests of (latency - ttft) / (output - 1)
+  double tpot_mean_s = nan_value();
   // speculation
-  double mean_accept_length = nan_value();  // τ
+  double mean_accept_length = nan_value();
   double acceptance_rate = nan_value();
-  std::vector<double> acceptance_per_position;  // [k] = Σ accepted_per_position[k] / Σ steps
-  double system_efficiency = nan_value();       // Σ emitted / Σ steps·(γ+1)
+  std::vector<double> acceptance_per_position;
+  double system_efficiency = nan_value();
   double pardon_share = nan_value();
   double distortion_tv_mean = nan_value();
   double mean_uncertainty = nan_value();
-  std::vector<int64_t> accept_length_hist;  // Σ over requests; [n] = steps that emitted n tokens
-  std::vector<UncertaintyBucket> uncertainty_buckets;  // 10 deciles of u
+  std::vector<int64_t> accept_length_hist;
+  std::vector<UncertaintyBucket> uncertainty_buckets;
   // quality
   double accuracy = nan_value();
   Interval accuracy_ci95;
@@ -104,8 +138,49 @@ struct ArmMetrics {
   double flexible_accuracy = nan_value();
   double em_mean = nan_value();
   double f1_mean = nan_value();
-  std::vector<CategoryMetrics> categories;  // sorted by name; only requests with a category
+  std::vector<CategoryMetrics> categories;
   TimeSplit time_split_s;
+
+  using FieldListTag = void;  // the field list (reports/fields.h): report.json arms[].metrics
+  template <class S, class V>
+  static void fields(S& m, V& v) {
+    v("n_requests", m.n_requests, "all results of the arm, failed ones included", 0);
+    v("n_errors", m.n_errors, "failed requests (error non-empty); left out of every other metric", 0);
+    v("n_scored", m.n_scored, "successful requests with a gold answer", 0);
+    v("output_tokens", m.output_tokens, "Σ output tokens", 0);
+    v("prompt_tokens", m.prompt_tokens, "Σ prompt tokens", 0);
+    v("steps", m.steps, "Σ steps", 0);
+    v("drafted", m.drafted, "Σ drafted", 0);
+    v("accepted", m.accepted, "Σ accepted", 0);
+    v("pardoned", m.pardoned, "Σ pardoned", 0);
+    v("wall_s", m.wall_s, "the arm's generation wall time, s (Σ latencies when unknown)", 0);
+    v("wall_from_latencies", m.wall_from_latencies, "wall_s is Σ latencies (no wall time was recorded)", 0);
+    v("output_tokens_per_s", m.output_tokens_per_s, "Σ output tokens / wall_s", 0);
+    v("total_tokens_per_s", m.total_tokens_per_s, "Σ (output + prompt) tokens / wall_s", 0);
+    v("latency_mean_s", m.latency_mean_s, "mean request latency, s", 0);
+    v("latency_p50_s", m.latency_p50_s, "median request latency, s (numpy linear)", 0);
+    v("latency_p90_s", m.latency_p90_s, "90th percentile latency, s", 0);
+    v("latency_p99_s", m.latency_p99_s, "99th percentile latency, s", 0);
+    v("ttft_mean_s", m.ttft_mean_s, "mean time to first token, s", 0);
+    v("tpot_mean_s", m.tpot_mean_s, "mean over requests of (latency - ttft) / (output - 1), s", 0);
+    v("mean_accept_length", m.mean_accept_length, "τ = Σ emitted / Σ steps", 0);
+    v("acceptance_rate", m.acceptance_rate, "Σ accepted / Σ drafted", 0);
+    v("acceptance_per_position", m.acceptance_per_position, "[k] = Σ accepted_per_position[k] / Σ steps; size γ", 0);
+    v("system_efficiency", m.system_efficiency, "Σ emitted / Σ steps·(γ+1)", 0);
+    v("pardon_share", m.pardon_share, "Σ pardoned / Σ accepted", 0);
+    v("distortion_tv_mean", m.distortion_tv_mean, "Σ distortion_tv_sum / Σ distortion_positions", 0);
+    v("mean_uncertainty", m.mean_uncertainty, "Σ uncertainty_sum / Σ uncertainty_count", 0);
+    v("accept_length_hist", m.accept_length_hist, "Σ over requests; [n] = steps that emitted n tokens", 0);
+    v("uncertainty_buckets", m.uncertainty_buckets, "10 deciles of u", 0);
+    v("accuracy", m.accuracy, "mean of correct over scored requests (a fraction)", 0);
+    v("accuracy_ci95", m.accuracy_ci95, "95 % Wilson interval of accuracy", 0);
+    v("strict_accuracy", m.strict_accuracy, "mean of strict_correct over scored requests", 0);
+    v("flexible_accuracy", m.flexible_accuracy, "mean of flexible_correct over scored requests", 0);
+    v("em_mean", m.em_mean, "mean em over scored requests", 0);
+    v("f1_mean", m.f1_mean, "mean f1 over scored requests", 0);
+    v("categories", m.categories, "per dataset category, sorted by name; only requests with a category", 0);
+    v("time_split_s", m.time_split_s, "Σ of the requests' time split", 0);
+  }
 };
 
 // Metrics of one arm from its results (only results whose arm field equals `arm` are used).
@@ -114,24 +189,50 @@ ArmMetrics compute_arm_metrics(const std::vector<RequestResult>& results, const 
 
 struct Comparison {
   std::string arm, baseline;
-  int64_t n_pairs = 0;         // (request_id, repeat) present and successful in both arms
-  int64_t n_scored_pairs = 0;  // ... and scored in both
-  int64_t identical_outputs = 0;  // pairs with the same output ids and text (all of them when
-                                  // both arms decode greedily at T = 0: a correctness check)
-  double throughput_gain_pct = nan_value();  // 100·(out_tps_arm / out_tps_base − 1)
+  int64_t n_pairs = 0;
+  int64_t n_scored_pairs = 0;
+  int64_t identical_outputs = 0;
+  double throughput_gain_pct = nan_value();
   Interval throughput_gain_ci95;
   double total_throughput_gain_pct = nan_value();
-  double latency_change_pct = nan_value();  // 100·(latency_mean_arm / latency_mean_base − 1)
+  double latency_change_pct = nan_value();
   Interval latency_change_ci95;
-  double accuracy_delta_pp = nan_value();  // 100·(acc_arm − acc_base) over scored pairs
+  double accuracy_delta_pp = nan_value();
   Interval accuracy_delta_ci95;
   double mcnemar_p = nan_value();
-  int64_t arm_only_correct = 0;       // discordant pairs: arm right, baseline wrong
-  int64_t baseline_only_correct = 0;  // discordant pairs: arm wrong, baseline right
-  double accept_length_ratio = nan_value();  // τ_arm / τ_base
+  int64_t arm_only_correct = 0;
+  int64_t baseline_only_correct = 0;
+  double accept_length_ratio = nan_value();
   Interval accept_length_ratio_ci95;
   int bootstrap_resamples = 0;
   uint64_t bootstrap_seed = 0;
+
+  using FieldListTag = void;  // the field list (reports/fields.h): report.json comparisons[]
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("arm", c.arm, "the compared arm", 0);
+    v("baseline", c.baseline, "the baseline arm", 0);
+    v("n_pairs", c.n_pairs, "(request_id, repeat) present and successful in both arms", 0);
+    v("n_scored_pairs", c.n_scored_pairs, "... and scored in both", 0);
+    v("identical_outputs", c.identical_outputs,
+      "pairs with the same output ids and text (all of them when both decode greedily at T = 0)", kFieldValue);
+    v.derived("identical_share", c.n_pairs > 0 ? static_cast<double>(c.identical_outputs) / c.n_pairs : nan_value(),
+              "identical_outputs / n_pairs, not read back (a gate can hold it to 1 at T = 0)");
+    v("throughput_gain_pct", c.throughput_gain_pct, "100·(out_tps_arm / out_tps_base − 1)", 0);
+    v("throughput_gain_ci95", c.throughput_gain_ci95, "paired cluster bootstrap interval of the gain", 0);
+    v("total_throughput_gain_pct", c.total_throughput_gain_pct, "the same for total_tokens_per_s", 0);
+    v("latency_change_pct", c.latency_change_pct, "100·(latency_mean_arm / latency_mean_base − 1)", 0);
+    v("latency_change_ci95", c.latency_change_ci95, "bootstrap interval of the latency change", 0);
+    v("accuracy_delta_pp", c.accuracy_delta_pp, "100·(acc_arm − acc_base) over scored pairs", 0);
+    v("accuracy_delta_ci95", c.accuracy_delta_ci95, "bootstrap interval of the accuracy difference", 0);
+    v("mcnemar_p", c.mcnemar_p, "exact two-sided McNemar p over the discordant pairs", 0);
+    v("arm_only_correct", c.arm_only_correct, "discordant pairs: arm right, baseline wrong", 0);
+    v("baseline_only_correct", c.baseline_only_correct, "discordant pairs: arm wrong, baseline right", 0);
+    v("accept_length_ratio", c.accept_length_ratio, "τ_arm / τ_base", 0);
+    v("accept_length_ratio_ci95", c.accept_length_ratio_ci95, "bootstrap interval of the τ ratio", 0);
+    v("bootstrap_resamples", c.bootstrap_resamples, "bootstrap resamples", 0);
+    v("bootstrap_seed", c.bootstrap_seed, "bootstrap PRNG seed", 0);
+  }
 };
 
 inline constexpr uint64_t kDefaultBootstrapSeed = 0x5EED0EA45ull;

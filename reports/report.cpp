@@ -18,6 +18,7 @@
 #include "harness/base/files.h"
 #include "harness/base/json.h"
 #include "harness/base/error.h"
+#include "reports/field_json.h"
 #include "reports/markdown.h"
 
 namespace ears {
@@ -134,38 +135,6 @@ Report build_report(const std::vector<RequestResult>& results_in, const ReportIn
 
 namespace {
 
-json arm_input_to_json(const ArmInput& a) {
-  return {{"name", a.name}, {"verifier", a.verifier.is_null() ? json::object() : a.verifier}, {"wall_s", json_number(a.wall_s)}};
-}
-
-ArmInput arm_input_from_json(const json& j, const std::string& origin) {
-  if (!j.is_object() || !j.contains("name") || !j["name"].is_string())
-    fail("{}: every entry of 'arms' needs a string 'name', got {}", origin, j.dump());
-  ArmInput a;
-  a.name = j["name"].get<std::string>();
-  a.verifier = j.value("verifier", json::object());
-  if (j.contains("wall_s")) {
-    try {
-      a.wall_s = json_to_double(j["wall_s"]);
-    } catch (const Error&) {
-      fail("{}: arm '{}' has a non-numeric 'wall_s' ({})", origin, a.name, j["wall_s"].dump());
-    }
-  }
-  return a;
-}
-
-std::vector<std::string> string_list(const json& j, const char* key, const std::string& origin) {
-  std::vector<std::string> v;
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return v;
-  if (!it->is_array()) fail("{}: '{}' must be an array of strings", origin, key);
-  for (const auto& s : *it) {
-    if (!s.is_string()) fail("{}: '{}' must be an array of strings", origin, key);
-    v.push_back(s.get<std::string>());
-  }
-  return v;
-}
-
 void check_schema(const json& j, const std::string& origin) {
   if (!j.is_object()) fail("{}: expected a JSON object, got {}", origin, j.type_name());
   if (!j.contains("schema_version") || !j["schema_version"].is_number_integer())
@@ -176,58 +145,27 @@ void check_schema(const json& j, const std::string& origin) {
          origin, v, kReportSchemaVersion);
 }
 
-json object_or_empty(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it == j.end() || it->is_null() ? json::object() : *it;
-}
-
 }  // namespace
 
-json report_to_json(const Report& report) {
-  json j = json::object();
-  j["schema_version"] = report.schema_version;
-  j["partial"] = report.partial;
-  j["baseline"] = report.baseline;
-  j["config"] = report.config;
-  j["environment"] = report.environment;
-  j["dataset"] = report.dataset;
-  j["sources"] = report.sources;
-  j["warnings"] = report.warnings;
-  json arms = json::array();
-  for (const auto& a : report.arms) arms.push_back({{"name", a.name}, {"verifier", a.verifier}, {"metrics", a.metrics}});
-  j["arms"] = arms;
-  json comparisons = json::array();
-  for (const auto& c : report.comparisons) comparisons.push_back(c);
-  j["comparisons"] = comparisons;
-  return j;
+std::string ArmReport::entry_owner(const json& j, const std::string& origin) {
+  if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) fail("{}: every arm needs a string 'name'", origin);
+  return fmt::format("arm '{}'", j["name"].get<std::string>());
 }
 
+std::string ArmInput::entry_owner(const json& j, const std::string& origin) {
+  if (!j.is_object() || !j.contains("name") || !j["name"].is_string())
+    fail("{}: every entry of 'arms' needs a string 'name', got {}", origin, j.dump());
+  return fmt::format("arm '{}'", j["name"].get<std::string>());
+}
+
+json report_to_json(const Report& report) { return field_json::to_object(report); }
+
 Report report_from_json(const json& j) {
-  check_schema(j, "report.json");
+  const std::string origin = "report.json";
+  check_schema(j, origin);
   Report r;
-  r.schema_version = j["schema_version"].get<int>();
-  r.partial = j.value("partial", false);
-  r.baseline = j.value("baseline", std::string());
-  r.config = object_or_empty(j, "config");
-  r.environment = object_or_empty(j, "environment");
-  r.dataset = object_or_empty(j, "dataset");
-  r.sources = string_list(j, "sources", "report.json");
-  r.warnings = string_list(j, "warnings", "report.json");
-  if (!j.contains("arms") || !j["arms"].is_array()) fail("report.json: missing array 'arms'");
-  for (const auto& a : j["arms"]) {
-    if (!a.is_object() || !a.contains("name") || !a["name"].is_string())
-      fail("report.json: every arm needs a string 'name'");
-    ArmReport ar;
-    ar.name = a["name"].get<std::string>();
-    ar.verifier = object_or_empty(a, "verifier");
-    if (!a.contains("metrics")) fail("report.json: arm '{}' has no 'metrics'", ar.name);
-    ar.metrics = a["metrics"].get<ArmMetrics>();
-    r.arms.push_back(std::move(ar));
-  }
-  if (j.contains("comparisons")) {
-    if (!j["comparisons"].is_array()) fail("report.json: 'comparisons' must be an array");
-    for (const auto& c : j["comparisons"]) r.comparisons.push_back(c.get<Comparison>());
-  }
+  field_json::FileReader reader{j, origin, ""};
+  Report::fields(r, reader);
   return r;
 }
 
@@ -334,36 +272,14 @@ std::vector<RequestResult> read_results_jsonl(const fs::path& path, bool tolerat
 // ---------------------------------------------------------------------------------------------
 // run_meta.json
 
-json run_meta_to_json(const RunMeta& meta) {
-  json arms = json::array();
-  for (const auto& a : meta.arms) arms.push_back(arm_input_to_json(a));
-  return {{"schema_version", meta.schema_version},
-          {"run_id", meta.run_id},
-          {"baseline", meta.baseline},
-          {"arms", arms},
-          {"config", meta.config},
-          {"environment", meta.environment},
-          {"dataset", meta.dataset},
-          {"complete", meta.complete},
-          {"expected_results", meta.expected_results}};
-}
+json run_meta_to_json(const RunMeta& meta) { return field_json::to_object(meta); }
 
 RunMeta run_meta_from_json(const json& j, const std::string& origin) {
   check_schema(j, origin);
   RunMeta m;
   try {
-    m.schema_version = j["schema_version"].get<int>();
-    m.run_id = j.value("run_id", std::string());
-    m.baseline = j.value("baseline", std::string());
-    if (j.contains("arms")) {
-      if (!j["arms"].is_array()) fail("{}: 'arms' must be an array", origin);
-      for (const auto& a : j["arms"]) m.arms.push_back(arm_input_from_json(a, origin));
-    }
-    m.config = object_or_empty(j, "config");
-    m.environment = object_or_empty(j, "environment");
-    m.dataset = object_or_empty(j, "dataset");
-    m.complete = j.value("complete", false);
-    m.expected_results = j.value("expected_results", int64_t{0});
+    field_json::FileReader reader{j, origin, ""};
+    RunMeta::fields(m, reader);
   } catch (const json::exception& e) {
     fail("{}: {}", origin, e.what());
   }

@@ -2,52 +2,11 @@
 // the Markdown and SVG renderings, and re-reading run directories (ears-bench report / merge).
 // Torch-free.
 //
-// ---- report.json, schema_version 1 (docs/report-schema.md has every key explained) ----------
-// {
-//   "schema_version": 1,
-//   "partial": false,              // true: a run was interrupted or the arms' request sets differ
-//   "baseline": "baseline",        // the arm every comparison is against
-//   "config": {...},               // as given by the runner (resolved experiment spec)
-//   "environment": {...},          // device, dtype, threads, libtorch, git commit, host, ...
-//   "dataset": {...},              // name, path, n requests, ...
-//   "sources": ["runs/a", ...],    // run dirs merged into this report (may be empty)
-//   "warnings": ["..."],           // e.g. a truncated last line that was ignored
-//   "arms": [ { "name": "ears-0.5", "verifier": {...as configured...},
-//               "metrics": { "n_requests", "n_errors", "n_scored", "output_tokens",
-//                            "prompt_tokens", "steps", "drafted", "accepted", "pardoned",
-//                            "wall_s", "wall_from_latencies",
-//                            "output_tokens_per_s", "total_tokens_per_s",
-//                            "latency_mean_s", "latency_p50_s", "latency_p90_s", "latency_p99_s",
-//                            "ttft_mean_s", "tpot_mean_s",
-//                            "mean_accept_length" (τ), "acceptance_rate",
-//                            "acceptance_per_position" [γ], "system_efficiency",
-//                            "pardon_share", "distortion_tv_mean", "mean_uncertainty",
-//                            "accept_length_hist" [γ+2],
-//                            "uncertainty_buckets" [10 × {lo, hi, drafted, accepted, pardoned,
-//                                                   drafted_share, acceptance_rate, pardon_share}],
-//                            "accuracy" (fraction), "accuracy_ci95" [lo, hi] (Wilson),
-//                            "strict_accuracy", "flexible_accuracy", "em_mean", "f1_mean",
-//                            "categories" [{category, n_requests, n_scored, accuracy,
-//                                           accuracy_ci95, output_tokens_per_s, mean_accept_length}],
-//                            "time_split_s" {prefill, draft, verify, other} } } ],
-//   "comparisons": [ { "arm", "baseline", "n_pairs", "n_scored_pairs", "identical_outputs", "identical_share",
-//                      "throughput_gain_pct", "throughput_gain_ci95" [lo, hi],
-//                      "total_throughput_gain_pct",
-//                      "latency_change_pct", "latency_change_ci95",
-//                      "accuracy_delta_pp", "accuracy_delta_ci95", "mcnemar_p",
-//                      "arm_only_correct", "baseline_only_correct",
-//                      "accept_length_ratio", "accept_length_ratio_ci95",
-//                      "bootstrap_resamples", "bootstrap_seed" } ]
-// }
+// report.json (schema_version 1) = Report, run_meta.json (written by the runner into every run
+// dir, beside results.jsonl) = RunMeta. Each struct below, like RequestResult and the metrics
+// structs, lists its JSON fields once in fields() (reports/fields.h): the JSON is written and
+// read from those lists, and docs/report-schema.md's field tables are generated from them.
 // Numbers that are undefined (no scored requests, no drafts, ...) are null.
-//
-// ---- run_meta.json (written by the runner into every run dir, beside results.jsonl) --------
-// { "schema_version": 1, "run_id": "...", "baseline": "baseline",
-//   "arms": [ {"name": "baseline", "verifier": {...}, "wall_s": 12.5}, ... ],  // wall_s: Σ of the
-//            // arm's generation wall time; null/absent = unknown (Σ latencies is used instead)
-//   "config": {...}, "environment": {...}, "dataset": {...},
-//   "complete": true,              // false while running / after a kill
-//   "expected_results": 600 }      // lines results.jsonl will hold when complete (0 = unknown)
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -71,6 +30,19 @@ struct ArmInput {
   std::string name;
   nlohmann::json verifier;  // e.g. {"type": "ears", "beta": 0.5}; sweeps group on type + beta
   double wall_s = nan_value();
+
+  // The field list (reports/fields.h): run_meta.json arms[].
+  using FieldListTag = void;
+  template <class S, class V>
+  static void fields(S& a, V& v) {
+    v("name", a.name, "arm name", 0);
+    v("verifier", a.verifier, "the verifier as configured, e.g. {\"type\": \"ears\", \"beta\": 0.5}",
+      kFieldValue | kFieldObject);
+    v("wall_s", a.wall_s, "Σ of the arm's generation wall time, s; null/absent = unknown (Σ latencies is used)", 0);
+  }
+  // Reading an entry of 'arms': an ears::Error naming `origin` unless it has a string 'name';
+  // returns "arm 'NAME'" for later messages.
+  static std::string entry_owner(const nlohmann::json& j, const std::string& origin);
 };
 
 struct ReportInputs {
@@ -90,7 +62,26 @@ struct ArmReport {
   std::string name;
   nlohmann::json verifier;
   ArmMetrics metrics;
+
+  // The field list (reports/fields.h): report.json arms[].
+  using FieldListTag = void;
+  template <class S, class V>
+  static void fields(S& a, V& v) {
+    v("name", a.name, "arm name", 0);
+    v("verifier", a.verifier, "the verifier as configured", 0);
+    v("metrics", a.metrics, "the arm's metrics", kFieldRequired);
+  }
+  static std::string entry_owner(const nlohmann::json& j, const std::string& origin);  // as ArmInput's
 };
+
+// The fields report.json and run_meta.json share (Report and RunMeta carry them).
+template <class S, class V>
+void experiment_fields(S& s, V& v) {
+  v("config", s.config, "the resolved experiment spec, as given by the runner", 0);
+  v("environment", s.environment,
+    "what ran: device, dtype, kernel path, threads, libtorch, CPU, git commit, fingerprint, ...", 0);
+  v("dataset", s.dataset, "name, path, number of requests, shard, skipped_lines, missing_shards, ...", 0);
+}
 
 struct Report {
   int schema_version = kReportSchemaVersion;
@@ -106,6 +97,20 @@ struct Report {
 
   const ArmReport* find_arm(const std::string& name) const;                // nullptr if absent
   const Comparison* find_comparison(const std::string& arm) const;        // nullptr if absent
+
+  // The field list (reports/fields.h): report.json.
+  using FieldListTag = void;
+  template <class S, class V>
+  static void fields(S& r, V& v) {
+    v("schema_version", r.schema_version, "1; a reader refuses a newer one", kFieldRequired);
+    v("partial", r.partial, "a run was interrupted, results are missing or the arms' request sets differ", 0);
+    v("baseline", r.baseline, "the arm every comparison is against", 0);
+    experiment_fields(r, v);
+    v("sources", r.sources, "run directories merged into this report (may be empty)", 0);
+    v("warnings", r.warnings, "e.g. a truncated last line that was ignored", 0);
+    v("arms", r.arms, "per arm: name, verifier, metrics", kFieldRequired);
+    v("comparisons", r.comparisons, "each non-baseline arm against the baseline", 0);
+  }
 };
 
 // Validates every result, removes identical duplicates (error on conflicting ones), computes
@@ -146,6 +151,19 @@ struct RunMeta {
   nlohmann::json dataset = nlohmann::json::object();
   bool complete = false;
   int64_t expected_results = 0;
+
+  // The field list (reports/fields.h): run_meta.json.
+  using FieldListTag = void;
+  template <class S, class V>
+  static void fields(S& m, V& v) {
+    v("schema_version", m.schema_version, "1; a reader refuses a newer one", kFieldRequired);
+    v("run_id", m.run_id, "the run's id (also in every result)", 0);
+    v("baseline", m.baseline, "the baseline arm", 0);
+    experiment_fields(m, v);  // read before arms: none of them can fail
+    v("arms", m.arms, "the configured arms with their wall times", 0);
+    v("complete", m.complete, "false while running / after a kill", 0);
+    v("expected_results", m.expected_results, "lines results.jsonl will hold when complete (0 = unknown)", 0);
+  }
 };
 
 nlohmann::json run_meta_to_json(const RunMeta& meta);

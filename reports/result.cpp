@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "harness/base/error.h"
+#include "reports/field_json.h"
 
 namespace ears {
 namespace {
@@ -14,35 +15,24 @@ using nlohmann::json;
 
 int64_t sum(const std::vector<int64_t>& v) { return std::accumulate(v.begin(), v.end(), int64_t{0}); }
 
-json finite_or_null(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
-
-// Typed reads: missing key -> default; wrong type -> ears::Error naming the key.
+// The fields of type T that carry `flag`, as (key, value) in field-list order.
 template <class T>
-void read(const json& j, const char* key, T& out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return;
-  try {
-    out = it->get<T>();
-  } catch (const json::exception&) {
-    fail("result key '{}' has the wrong type ({}); expected {}", key, it->type_name(),
-         std::is_same_v<T, std::string> ? "a string"
-         : std::is_same_v<T, bool>      ? "a boolean"
-         : std::is_arithmetic_v<T>      ? "a number"
-                                        : "an array of integers");
+struct Flagged {
+  unsigned flag;
+  std::vector<std::pair<const char*, T>> out;
+  template <class M>
+  void operator()(const char* key, const M& member, const char*, unsigned flags) {
+    if constexpr (std::is_same_v<M, T>)
+      if (flags & flag) out.emplace_back(key, member);
   }
-}
+  void derived(const char*, double, const char*) {}
+};
 
 template <class T>
-void read_required(const json& j, const char* key, T& out) {
-  if (!j.contains(key)) fail("result is missing the required key '{}'", key);
-  read(j, key, out);
-}
-
-void read_buckets(const json& j, const char* key, std::vector<int64_t>& out) {
-  read(j, key, out);
-  if (out.empty()) out.assign(kUncertaintyDeciles, 0);
-  if (out.size() != kUncertaintyDeciles)
-    fail("result key '{}' has {} entries; expected {} (deciles of u)", key, out.size(), kUncertaintyDeciles);
+std::vector<std::pair<const char*, T>> flagged(const RequestResult& r, unsigned flag) {
+  Flagged<T> v{flag, {}};
+  RequestResult::fields(r, v);
+  return std::move(v.out);
 }
 
 }  // namespace
@@ -54,21 +44,14 @@ void RequestResult::validate(const std::string& where) const {
   if (arm.empty()) fail("{}: result has an empty 'arm'", where);
   if (request_id.empty()) fail("{}: result of arm '{}' has an empty 'request_id'", where, arm);
   if (repeat < 0) bad("repeat < 0");
-  for (auto [name, v] : {std::pair{"prompt_tokens", prompt_tokens}, {"output_tokens", output_tokens},
-                         {"steps", steps}, {"drafted", drafted}, {"accepted", accepted},
-                         {"corrections", corrections}, {"bonus", bonus}, {"pardoned", pardoned},
-                         {"distortion_positions", distortion_positions},
-                         {"uncertainty_count", uncertainty_count}})
+  for (auto [name, v] : flagged<int64_t>(*this, kFieldNonNegative))
     if (v < 0) bad(fmt::format("{} = {} is negative", name, v));
   if (gamma < 0) bad("gamma < 0");
-  if (drafted_by_uncertainty.size() != kUncertaintyDeciles || accepted_by_uncertainty.size() != kUncertaintyDeciles ||
-      pardoned_by_uncertainty.size() != kUncertaintyDeciles)
-    bad("uncertainty histograms must have 10 entries");
+  for (auto [name, v] : flagged<std::vector<int64_t>>(*this, kFieldDeciles))
+    if (v.size() != kUncertaintyDeciles) bad("uncertainty histograms must have 10 entries");
   if (!ok()) return;  // a failed request may stop mid-step: only the basic checks apply
 
-  for (auto [name, v] : {std::pair{"latency_s", latency_s}, {"ttft_s", ttft_s}, {"prefill_s", prefill_s},
-                         {"draft_s", draft_s}, {"verify_s", verify_s}, {"other_s", other_s},
-                         {"distortion_tv_sum", distortion_tv_sum}, {"uncertainty_sum", uncertainty_sum}})
+  for (auto [name, v] : flagged<double>(*this, kFieldNonNegative))
     if (!(v >= 0)) bad(fmt::format("{} = {} is negative or NaN", name, v));
 
   if (accepted > drafted) bad(fmt::format("accepted {} > drafted {}", accepted, drafted));
@@ -119,93 +102,11 @@ void RequestResult::validate(const std::string& where) const {
   }
 }
 
-void to_json(json& j, const RequestResult& r) {
-  j = json::object();
-  j["run_id"] = r.run_id;
-  j["arm"] = r.arm;
-  j["request_id"] = r.request_id;
-  j["repeat"] = r.repeat;
-  j["seed"] = r.seed;
-  j["category"] = r.category;
-  j["prompt_tokens"] = r.prompt_tokens;
-  j["output_tokens"] = r.output_tokens;
-  j["latency_s"] = finite_or_null(r.latency_s);
-  j["ttft_s"] = finite_or_null(r.ttft_s);
-  j["prefill_s"] = finite_or_null(r.prefill_s);
-  j["draft_s"] = finite_or_null(r.draft_s);
-  j["verify_s"] = finite_or_null(r.verify_s);
-  j["other_s"] = finite_or_null(r.other_s);
-  j["gamma"] = r.gamma;
-  j["steps"] = r.steps;
-  j["drafted"] = r.drafted;
-  j["accepted"] = r.accepted;
-  j["corrections"] = r.corrections;
-  j["bonus"] = r.bonus;
-  j["pardoned"] = r.pardoned;
-  j["accepted_per_position"] = r.accepted_per_position;
-  j["accept_length_hist"] = r.accept_length_hist;
-  j["drafted_by_uncertainty"] = r.drafted_by_uncertainty;
-  j["accepted_by_uncertainty"] = r.accepted_by_uncertainty;
-  j["pardoned_by_uncertainty"] = r.pardoned_by_uncertainty;
-  j["distortion_tv_sum"] = finite_or_null(r.distortion_tv_sum);
-  j["distortion_positions"] = r.distortion_positions;
-  j["uncertainty_sum"] = finite_or_null(r.uncertainty_sum);
-  j["uncertainty_count"] = r.uncertainty_count;
-  j["text"] = r.text;
-  if (!r.output_ids.empty()) j["output_ids"] = r.output_ids;
-  j["has_score"] = r.has_score;
-  j["correct"] = r.correct;
-  j["strict_correct"] = r.strict_correct;
-  j["flexible_correct"] = r.flexible_correct;
-  j["em"] = finite_or_null(r.em);
-  j["f1"] = finite_or_null(r.f1);
-  j["error"] = r.error;
-}
+void to_json(json& j, const RequestResult& r) { j = field_json::to_object(r); }
 
 void from_json(const json& j, RequestResult& r) {
   if (!j.is_object()) fail("result is not a JSON object (got {})", j.type_name());
-  r = RequestResult{};
-  read(j, "run_id", r.run_id);
-  read_required(j, "arm", r.arm);
-  read_required(j, "request_id", r.request_id);
-  read(j, "repeat", r.repeat);
-  read(j, "seed", r.seed);
-  read(j, "category", r.category);
-  read(j, "prompt_tokens", r.prompt_tokens);
-  read_required(j, "output_tokens", r.output_tokens);
-  read_required(j, "latency_s", r.latency_s);
-  read(j, "ttft_s", r.ttft_s);
-  read(j, "prefill_s", r.prefill_s);
-  read(j, "draft_s", r.draft_s);
-  read(j, "verify_s", r.verify_s);
-  read(j, "other_s", r.other_s);
-  read(j, "gamma", r.gamma);
-  read(j, "steps", r.steps);
-  read(j, "drafted", r.drafted);
-  read(j, "accepted", r.accepted);
-  read(j, "corrections", r.corrections);
-  read(j, "bonus", r.bonus);
-  read(j, "pardoned", r.pardoned);
-  read(j, "accepted_per_position", r.accepted_per_position);
-  read(j, "accept_length_hist", r.accept_length_hist);
-  read_buckets(j, "drafted_by_uncertainty", r.drafted_by_uncertainty);
-  read_buckets(j, "accepted_by_uncertainty", r.accepted_by_uncertainty);
-  read_buckets(j, "pardoned_by_uncertainty", r.pardoned_by_uncertainty);
-  read(j, "distortion_tv_sum", r.distortion_tv_sum);
-  read(j, "distortion_positions", r.distortion_positions);
-  read(j, "uncertainty_sum", r.uncertainty_sum);
-  read(j, "uncertainty_count", r.uncertainty_count);
-  read(j, "text", r.text);
-  read(j, "output_ids", r.output_ids);
-  read(j, "has_score", r.has_score);
-  read(j, "correct", r.correct);
-  read(j, "strict_correct", r.strict_correct);
-  read(j, "flexible_correct", r.flexible_correct);
-  read(j, "em", r.em);
-  read(j, "f1", r.f1);
-  read(j, "error", r.error);
-  // A null latency (NaN on the writer's side) must not pass as 0.
-  if (j.contains("latency_s") && j["latency_s"].is_null()) r.latency_s = std::nan("");
+  field_json::from_object<RequestResult, field_json::ResultReader>(j, r);
 }
 
 std::string result_to_jsonl_line(const RequestResult& r) {

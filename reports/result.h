@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "reports/fields.h"
+
 namespace ears {
 
 inline constexpr int kUncertaintyDeciles = 10;  // deciles of u = 1 - max p_target
@@ -27,50 +29,96 @@ struct RequestResult {
   std::string request_id;
   int repeat = 0;
   uint64_t seed = 0;
-  std::string category;  // dataset category (Spec-Bench task, ...); may be empty
+  std::string category;
 
   // sizes and timings (seconds, device synchronised)
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;
-  double latency_s = 0;  // request start (before prefill) to last token
-  double ttft_s = 0;     // request start to first token
+  double latency_s = 0;
+  double ttft_s = 0;
   double prefill_s = 0, draft_s = 0, verify_s = 0, other_s = 0;
 
   // speculative step statistics
-  int gamma = 0;  // draft length γ (0 for target-only)
+  int gamma = 0;
   int64_t steps = 0;
   int64_t drafted = 0;
   int64_t accepted = 0;
   int64_t corrections = 0;
   int64_t bonus = 0;
-  int64_t pardoned = 0;  // accepted tokens the exact (baseline) rule would have rejected
-  // [k] = number of steps in which draft position k (0-based) was accepted; size γ.
+  int64_t pardoned = 0;
   std::vector<int64_t> accepted_per_position;
-  // [n] = number of steps that emitted n tokens; size γ+2 (n = 0..γ+1).
   std::vector<int64_t> accept_length_hist;
   // per decile d of u = 1 - max p_target at the drafted position: floor(10u) clamped to 9.
   std::vector<int64_t> drafted_by_uncertainty = std::vector<int64_t>(kUncertaintyDeciles, 0);
   std::vector<int64_t> accepted_by_uncertainty = std::vector<int64_t>(kUncertaintyDeciles, 0);
   std::vector<int64_t> pardoned_by_uncertainty = std::vector<int64_t>(kUncertaintyDeciles, 0);
-  // Σ over verified positions of TV(induced distribution, p_target), and how many positions.
   double distortion_tv_sum = 0;
   int64_t distortion_positions = 0;
-  // Σ u over drafted positions, and how many (mean_uncertainty = sum / count).
   double uncertainty_sum = 0;
   int64_t uncertainty_count = 0;
 
   // output
   std::string text;
-  std::vector<int64_t> output_ids;  // optional; omitted from JSON when empty
+  std::vector<int64_t> output_ids;
 
   // score (has_score = false: dataset without gold answers)
   bool has_score = false;
-  bool correct = false;           // the primary metric chosen by the dataset's scorer
-  bool strict_correct = false;    // GSM8K strict-match
-  bool flexible_correct = false;  // GSM8K flexible-extract
-  double em = 0, f1 = 0;          // QA exact match / token F1 (max over gold answers)
+  bool correct = false;
+  bool strict_correct = false;
+  bool flexible_correct = false;
+  double em = 0, f1 = 0;
 
-  std::string error;  // non-empty = the request failed (e.g. NaN logits); excluded from metrics
+  std::string error;
+
+  // The field list (reports/fields.h): results.jsonl keys in order. Absent keys read as the
+  // defaults above; a wrong type is an ears::Error naming the key.
+  using FieldListTag = void;
+  template <class S, class V>
+  static void fields(S& r, V& v) {
+    constexpr unsigned req = kFieldRequired, nonneg = kFieldNonNegative;
+    v("run_id", r.run_id, "the run that produced the result", 0);
+    v("arm", r.arm, "arm name", req);
+    v("request_id", r.request_id, "dataset request id", req);
+    v("repeat", r.repeat, "repeat index (0-based)", 0);
+    v("seed", r.seed, "sampling seed of this request", 0);
+    v("category", r.category, "dataset category (Spec-Bench task, ...); may be empty", 0);
+    v("prompt_tokens", r.prompt_tokens, "prompt length in tokens", nonneg);
+    v("output_tokens", r.output_tokens, "tokens the user got (after stop-string / max-token truncation)", req | nonneg);
+    v("latency_s", r.latency_s, "request start (before prefill) to last token, s; null = NaN",
+      req | nonneg | kFieldNullIsNaN);
+    v("ttft_s", r.ttft_s, "request start to first token, s", nonneg);
+    v("prefill_s", r.prefill_s, "time in the prefill, s", nonneg);
+    v("draft_s", r.draft_s, "time in the drafter, s", nonneg);
+    v("verify_s", r.verify_s, "time in target verification, s", nonneg);
+    v("other_s", r.other_s, "the rest of the latency, s", nonneg);
+    v("gamma", r.gamma, "draft length γ (0 for target-only)", 0);
+    v("steps", r.steps, "target verification forwards (decode steps for target-only)", nonneg);
+    v("drafted", r.drafted, "draft tokens proposed", nonneg);
+    v("accepted", r.accepted, "draft tokens accepted", nonneg);
+    v("corrections", r.corrections, "steps that ended with a rejected draft (one replacement token)", nonneg);
+    v("bonus", r.bonus, "steps where all drafts passed (one bonus token; every target-only token)", nonneg);
+    v("pardoned", r.pardoned, "accepted tokens the exact (baseline) rule would have rejected", nonneg);
+    v("accepted_per_position", r.accepted_per_position,
+      "[k] = steps in which draft position k (0-based) was accepted; size γ", 0);
+    v("accept_length_hist", r.accept_length_hist, "[n] = steps that emitted n tokens; size γ+2 (n = 0..γ+1)", 0);
+    v("drafted_by_uncertainty", r.drafted_by_uncertainty, "judged draft positions per decile of u", kFieldDeciles);
+    v("accepted_by_uncertainty", r.accepted_by_uncertainty, "accepted draft tokens per decile of u", kFieldDeciles);
+    v("pardoned_by_uncertainty", r.pardoned_by_uncertainty, "pardoned draft tokens per decile of u", kFieldDeciles);
+    v("distortion_tv_sum", r.distortion_tv_sum, "Σ over verified positions of TV(induced distribution, p_target)",
+      nonneg);
+    v("distortion_positions", r.distortion_positions, "positions in distortion_tv_sum", nonneg);
+    v("uncertainty_sum", r.uncertainty_sum, "Σ u over drafted positions", nonneg);
+    v("uncertainty_count", r.uncertainty_count, "positions in uncertainty_sum", nonneg);
+    v("text", r.text, "the output text", 0);
+    v("output_ids", r.output_ids, "the output token ids; optional, omitted when empty", kFieldOmitEmpty);
+    v("has_score", r.has_score, "the dataset has gold answers for this request", 0);
+    v("correct", r.correct, "the primary metric chosen by the dataset's scorer", 0);
+    v("strict_correct", r.strict_correct, "GSM8K strict-match", 0);
+    v("flexible_correct", r.flexible_correct, "GSM8K flexible-extract", 0);
+    v("em", r.em, "QA exact match (max over gold answers)", 0);
+    v("f1", r.f1, "QA token F1 (max over gold answers)", 0);
+    v("error", r.error, "non-empty = the request failed (e.g. NaN logits); excluded from metrics", 0);
+  }
 
   int64_t emitted() const { return accepted + corrections + bonus; }
   bool ok() const { return error.empty(); }
