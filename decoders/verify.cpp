@@ -86,6 +86,43 @@ at::Tensor typical_threshold(const VerifierSpec& spec, const at::Tensor& p) {
   return minus_h.exp_().mul_(spec.typical_delta).clamp_max_(spec.typical_eps);
 }
 
+// The rejection rule of baseline and EARS, written once: verify() decides with it and
+// induced_distribution() integrates it over U ~ Uniform[0, 1).
+//   ratio = p(x) / (q(x) > 0 ? q(x) : 1e-10)           slack = β·u (EARS), none (baseline)
+//   accept iff eligible and ratio >= max(U - slack, 0)  =>  P(accept) = eligible · min(1, ratio + slack)
+//   eligible: baseline needs q(x) > 0 (and p(x) > 0, so that U = 0 cannot accept a token the target
+//   never emits; ratio = 0 makes that factor a no-op in the probability); EARS: every token.
+// Without slack the threshold is U itself (no subtraction, no clamp): baseline stays bit-exact.
+struct AcceptanceRule {
+  at::Tensor ratio;     // [...] float32
+  at::Tensor slack;     // [...] float32, or undefined (baseline)
+  at::Tensor eligible;  // [...] bool, or undefined (every token)
+};
+
+// p, q: p_t(x) and q(x), any matching shapes; u: EARS's uncertainty broadcastable to them.
+AcceptanceRule acceptance_rule(const VerifierSpec& spec, const at::Tensor& p, const at::Tensor& q,
+                               const at::Tensor& u) {
+  const at::Tensor q_pos = q > 0;
+  AcceptanceRule r;
+  r.ratio = p / at::where(q_pos, q, at::full_like(q, 1e-10));
+  if (spec.kind == VerifierSpec::Ears) {
+    r.slack = spec.beta * u;
+  } else {
+    r.eligible = q_pos;
+  }
+  return r;
+}
+
+at::Tensor accepts(const AcceptanceRule& r, const at::Tensor& p, const at::Tensor& U) {
+  if (r.slack.defined()) return r.ratio >= (U - r.slack).clamp_min_(0);
+  return (r.ratio >= U).logical_and_(p > 0).logical_and_(r.eligible);
+}
+
+at::Tensor acceptance_probability(const AcceptanceRule& r) {
+  if (r.slack.defined()) return (r.ratio + r.slack).clamp_max_(1);
+  return r.ratio.clamp_max(1).mul_(r.eligible);
+}
+
 // Row `index[b]` of t[b] for t [B, L, V], index [B] int64 -> [B, V]: one row copy per sequence.
 at::Tensor row_at(const at::Tensor& t, const at::Tensor& index) {
   const int64_t B = t.size(0), L = t.size(1), V = t.size(2);
@@ -127,17 +164,15 @@ VerifyOutput verify(const VerifierSpec& spec, const VerifyInput& in) {
       at::Tensor q_x = in.draft_probs.defined()
                            ? in.draft_probs.gather(2, x.unsqueeze(2)).squeeze(2).to(at::kFloat)
                            : at::ones_like(p_x);
-      at::Tensor q_pos = q_x > 0;
-      at::Tensor ratio = p_x / at::where(q_pos, q_x, at::full_like(q_x, 1e-10));
+      const at::Tensor u = kind == VerifierSpec::Ears
+                               ? uncertainty(spec, p_draft_pos,
+                                             in.target_max.defined() ? in.target_max.narrow(1, 0, G) : at::Tensor())
+                               : at::Tensor();
+      const AcceptanceRule rule = acceptance_rule(spec, p_x, q_x, u);
       const at::Tensor u_acc = in.uniforms_accept.to(at::kFloat);
-      primary = (ratio >= u_acc).logical_and_(p_x > 0);  // p_t(x) = 0 never passes, even at U = 0
-      if (kind == VerifierSpec::Baseline) {
-        accept = primary.logical_and(q_pos);
-      } else {
-        at::Tensor u = uncertainty(spec, p_draft_pos,
-                                   in.target_max.defined() ? in.target_max.narrow(1, 0, G) : at::Tensor());
-        accept = ratio >= (u_acc - spec.beta * u).clamp_min_(0);
-      }
+      accept = accepts(rule, p_x, u_acc);
+      // What the exact rule alone would have accepted (q aside): EARS's other accepts are pardons.
+      primary = (rule.ratio >= u_acc).logical_and_(p_x > 0);
       break;
     }
     case VerifierSpec::Typical:
@@ -200,17 +235,15 @@ at::Tensor induced_distribution(const VerifierSpec& spec, const at::Tensor& p_in
       break;
     case VerifierSpec::Baseline:
     case VerifierSpec::Ears: {
-      at::Tensor q_pos = q > 0;
-      at::Tensor ratio = p / at::where(q_pos, q, at::full_like(q, 1e-10));
-      if (spec.kind == VerifierSpec::Baseline) {
-        a = ratio.clamp_max(1).mul_(q_pos);
-      } else {
+      at::Tensor u;
+      if (spec.kind == VerifierSpec::Ears) {
         if (spec.uncertainty == VerifierSpec::MaxProb && (!target_max.defined() ||
                                                           target_max.sizes() != p.sizes().slice(0, p.dim() - 1)))
           fail("induced_distribution: ears/max_prob needs target_max of shape {}, got {}",
                shape(p.select(-1, 0)), shape(target_max));
-        a = (ratio + spec.beta * uncertainty(spec, p, target_max).unsqueeze(-1)).clamp_max_(1);
+        u = uncertainty(spec, p, target_max).unsqueeze(-1);
       }
+      a = acceptance_probability(acceptance_rule(spec, p, q, u));
       at::Tensor resid = (p - q).clamp_min_(0);
       at::Tensor mass = resid.sum(-1, /*keepdim=*/true);
       r = at::where(mass > 0, resid / mass.clamp_min(1e-30), p);
