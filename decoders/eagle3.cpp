@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -233,9 +234,11 @@ class Eagle3Drafter final : public Drafter {
     for (auto& l : base) l -= G1 - 2;  // propose() appended gamma-1 = G1-2 chain positions
     cache_.set_lengths(base);
     // ...then refresh with the target's features of [x_last, d_1 .. d_gamma] paired with the
-    // emitted tokens (fixed shape; rows past the accepted ones are cut off right after).
+    // emitted tokens, up to the last row any sequence keeps (a causal layer: the rows before do not
+    // depend on the rows after; rows past a sequence's accepted ones are cut off right after).
+    const int64_t keep = *std::max_element(accepted.begin(), accepted.end()) + 1;
     at::Tensor n = at::tensor(accepted, at::TensorOptions().dtype(at::kLong)).to(emitted.device()).view({B, 1});
-    step(emitted.clamp_min(0), at::cat(aux, -1), n);
+    step(emitted.narrow(1, 0, keep).clamp_min(0), at::cat(aux, -1).narrow(1, 0, keep), n);
     for (int64_t b = 0; b < B; ++b) base[b] += accepted[b] + 1;
     cache_.set_lengths(base);
   }

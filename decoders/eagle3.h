@@ -44,8 +44,9 @@ class Eagle3Head {
   // One layer step over T positions appended to `cache` (1-layer KV cache of this head).
   // hidden: [B, T, n_aux * target_hidden] target features (goes through fc) or [B, T, d]
   // fed-back pre-norm states (when from_target is false). rows: optional [B, R] positions whose
-  // logits/prenorm are returned (default all T). On a CPU kernel path, steps of <= 16 positions
-  // (the chain steps and the refresh after verification) run on raw rows (decoders/eagle3_rows.cpp).
+  // logits/prenorm are returned (default all T). On a CPU kernel path, steps of <= 512 positions
+  // (the prompt at begin(), the chain steps, the refresh after verification) run on raw rows
+  // (decoders/eagle3_rows.cpp).
   Output forward(const at::Tensor& token_ids, const at::Tensor& hidden, bool from_target, KVCache& cache,
                  const std::optional<at::Tensor>& rows = std::nullopt) const;
 
@@ -58,7 +59,7 @@ class Eagle3Head {
 
  private:
   Eagle3Head() = default;
-  // True when forward() takes forward_rows: a CPU kernel path computes dtype_, T <= 16, and the
+  // True when forward() takes forward_rows: a CPU kernel path computes dtype_, T <= 512, and the
   // positions stay inside the RoPE table.
   bool rows_path(const at::Tensor& token_ids, const at::Tensor& hidden, const KVCache& cache) const;
   template <class E>  // uint16_t (bf16 bits) or float

@@ -64,11 +64,15 @@ void swiglu_rows(const E* gate_up, int64_t rows, int64_t I, E* act) {
   }
 }
 
+// Longer steps (a long prompt's begin()) take the ATen path: its batched attention beats one
+// kernel call per query row there.
+constexpr int64_t kRowsMaxTokens = 512;
+
 }  // namespace
 
 bool Eagle3Head::rows_path(const at::Tensor& token_ids, const at::Tensor& hidden, const KVCache& cache) const {
   const int64_t T = token_ids.size(1);
-  return device_.is_cpu() && layers::rows_available(dtype_) && token_ids.device().is_cpu() && T <= 16 &&
+  return device_.is_cpu() && layers::rows_available(dtype_) && token_ids.device().is_cpu() && T <= kRowsMaxTokens &&
          hidden.device().is_cpu() && cache.dtype() == dtype_ && cache.max_length() + T <= rope_.table.cos.size(0);
 }
 
