@@ -76,72 +76,71 @@ struct CategoryAcc {
   double latency = 0;
 };
 
-}  // namespace
-
-ArmMetrics compute_arm_metrics(const std::vector<RequestResult>& results, const std::string& arm, double wall_s) {
-  ArmMetrics m;
+// Everything compute_arm_metrics sums over an arm's successful results (counts go straight into
+// the ArmMetrics being built).
+struct ArmSums {
   std::vector<double> latencies, ttfts, tpots;
   int64_t emitted = 0, efficiency_den = 0, correct = 0, strict = 0, flexible = 0;
   int64_t tv_positions = 0, u_count = 0;
   double tv_sum = 0, u_sum = 0, em_sum = 0, f1_sum = 0;
-  std::vector<int64_t> per_position, drafted_u(kUncertaintyDeciles, 0), accepted_u(kUncertaintyDeciles, 0),
-      pardoned_u(kUncertaintyDeciles, 0);
+  std::vector<int64_t> per_position, drafted_u = std::vector<int64_t>(kUncertaintyDeciles, 0),
+                                     accepted_u = std::vector<int64_t>(kUncertaintyDeciles, 0),
+                                     pardoned_u = std::vector<int64_t>(kUncertaintyDeciles, 0);
   std::map<std::string, CategoryAcc> categories;
 
-  for (const auto& r : results) {
-    if (r.arm != arm) continue;
-    ++m.n_requests;
-    if (!r.ok()) {
-      ++m.n_errors;
-      continue;
-    }
-    m.output_tokens += r.output_tokens;
-    m.prompt_tokens += r.prompt_tokens;
-    m.steps += r.steps;
-    m.drafted += r.drafted;
-    m.accepted += r.accepted;
-    m.pardoned += r.pardoned;
-    emitted += r.emitted();
-    efficiency_den += r.steps * (r.gamma + 1);
-    latencies.push_back(r.latency_s);
-    ttfts.push_back(r.ttft_s);
-    if (r.output_tokens > 1) tpots.push_back((r.latency_s - r.ttft_s) / static_cast<double>(r.output_tokens - 1));
-    tv_sum += r.distortion_tv_sum;
-    tv_positions += r.distortion_positions;
-    u_sum += r.uncertainty_sum;
-    u_count += r.uncertainty_count;
-    add_into(per_position, r.accepted_per_position);
-    add_into(m.accept_length_hist, r.accept_length_hist);
-    add_into(drafted_u, r.drafted_by_uncertainty);
-    add_into(accepted_u, r.accepted_by_uncertainty);
-    add_into(pardoned_u, r.pardoned_by_uncertainty);
-    m.time_split_s.prefill_s += r.prefill_s;
-    m.time_split_s.draft_s += r.draft_s;
-    m.time_split_s.verify_s += r.verify_s;
-    m.time_split_s.other_s += r.other_s;
+  void add(const RequestResult& r, ArmMetrics& m);
+};
+
+void ArmSums::add(const RequestResult& r, ArmMetrics& m) {
+  m.output_tokens += r.output_tokens;
+  m.prompt_tokens += r.prompt_tokens;
+  m.steps += r.steps;
+  m.drafted += r.drafted;
+  m.accepted += r.accepted;
+  m.pardoned += r.pardoned;
+  emitted += r.emitted();
+  efficiency_den += r.steps * (r.gamma + 1);
+  latencies.push_back(r.latency_s);
+  ttfts.push_back(r.ttft_s);
+  if (r.output_tokens > 1) tpots.push_back((r.latency_s - r.ttft_s) / static_cast<double>(r.output_tokens - 1));
+  tv_sum += r.distortion_tv_sum;
+  tv_positions += r.distortion_positions;
+  u_sum += r.uncertainty_sum;
+  u_count += r.uncertainty_count;
+  add_into(per_position, r.accepted_per_position);
+  add_into(m.accept_length_hist, r.accept_length_hist);
+  add_into(drafted_u, r.drafted_by_uncertainty);
+  add_into(accepted_u, r.accepted_by_uncertainty);
+  add_into(pardoned_u, r.pardoned_by_uncertainty);
+  m.time_split_s.prefill_s += r.prefill_s;
+  m.time_split_s.draft_s += r.draft_s;
+  m.time_split_s.verify_s += r.verify_s;
+  m.time_split_s.other_s += r.other_s;
+  if (r.has_score) {
+    ++m.n_scored;
+    correct += r.correct;
+    strict += r.strict_correct;
+    flexible += r.flexible_correct;
+    em_sum += r.em;
+    f1_sum += r.f1;
+  }
+  if (!r.category.empty()) {
+    auto& c = categories[r.category];
+    ++c.n;
+    c.out += r.output_tokens;
+    c.latency += r.latency_s;
+    c.emitted += r.emitted();
+    c.steps += r.steps;
     if (r.has_score) {
-      ++m.n_scored;
-      correct += r.correct;
-      strict += r.strict_correct;
-      flexible += r.flexible_correct;
-      em_sum += r.em;
-      f1_sum += r.f1;
-    }
-    if (!r.category.empty()) {
-      auto& c = categories[r.category];
-      ++c.n;
-      c.out += r.output_tokens;
-      c.latency += r.latency_s;
-      c.emitted += r.emitted();
-      c.steps += r.steps;
-      if (r.has_score) {
-        ++c.scored;
-        c.correct += r.correct;
-      }
+      ++c.scored;
+      c.correct += r.correct;
     }
   }
+}
 
-  const double latency_sum = std::accumulate(latencies.begin(), latencies.end(), 0.0);
+// Wall time (given, or the latencies' sum), throughput and latency statistics.
+void fill_speed(const ArmSums& s, double wall_s, ArmMetrics& m) {
+  const double latency_sum = std::accumulate(s.latencies.begin(), s.latencies.end(), 0.0);
   if (std::isfinite(wall_s) && wall_s > 0) {
     m.wall_s = wall_s;
   } else {
@@ -150,43 +149,47 @@ ArmMetrics compute_arm_metrics(const std::vector<RequestResult>& results, const 
   }
   m.output_tokens_per_s = ratio(static_cast<double>(m.output_tokens), m.wall_s);
   m.total_tokens_per_s = ratio(static_cast<double>(m.output_tokens + m.prompt_tokens), m.wall_s);
-  m.latency_mean_s = mean(latencies);
-  m.latency_p50_s = percentile(latencies, 50);
-  m.latency_p90_s = percentile(latencies, 90);
-  m.latency_p99_s = percentile(latencies, 99);
-  m.ttft_mean_s = mean(ttfts);
-  m.tpot_mean_s = mean(tpots);
+  m.latency_mean_s = mean(s.latencies);
+  m.latency_p50_s = percentile(s.latencies, 50);
+  m.latency_p90_s = percentile(s.latencies, 90);
+  m.latency_p99_s = percentile(s.latencies, 99);
+  m.ttft_mean_s = mean(s.ttfts);
+  m.tpot_mean_s = mean(s.tpots);
+}
 
-  m.mean_accept_length = ratio(emitted, m.steps);
+// Acceptance, distortion and the uncertainty deciles.
+void fill_acceptance(const ArmSums& s, ArmMetrics& m) {
+  m.mean_accept_length = ratio(s.emitted, m.steps);
   m.acceptance_rate = ratio(m.accepted, m.drafted);
-  for (int64_t a : per_position) m.acceptance_per_position.push_back(ratio(a, m.steps));
-  m.system_efficiency = ratio(emitted, efficiency_den);
+  for (int64_t a : s.per_position) m.acceptance_per_position.push_back(ratio(a, m.steps));
+  m.system_efficiency = ratio(s.emitted, s.efficiency_den);
   m.pardon_share = ratio(m.pardoned, m.accepted);
-  m.distortion_tv_mean = ratio(tv_sum, static_cast<double>(tv_positions));
-  m.mean_uncertainty = ratio(u_sum, static_cast<double>(u_count));
-
-  const int64_t drafted_total = std::accumulate(drafted_u.begin(), drafted_u.end(), int64_t{0});
+  m.distortion_tv_mean = ratio(s.tv_sum, static_cast<double>(s.tv_positions));
+  m.mean_uncertainty = ratio(s.u_sum, static_cast<double>(s.u_count));
+  const int64_t drafted_total = std::accumulate(s.drafted_u.begin(), s.drafted_u.end(), int64_t{0});
   for (int d = 0; d < kUncertaintyDeciles; ++d) {
     UncertaintyBucket b;
     b.lo = d / 10.0;
     b.hi = (d + 1) / 10.0;
-    b.drafted = drafted_u[d];
-    b.accepted = accepted_u[d];
-    b.pardoned = pardoned_u[d];
+    b.drafted = s.drafted_u[d];
+    b.accepted = s.accepted_u[d];
+    b.pardoned = s.pardoned_u[d];
     b.drafted_share = ratio(b.drafted, drafted_total);
     b.acceptance_rate = ratio(b.accepted, b.drafted);
     b.pardon_share = ratio(b.pardoned, b.accepted);
     m.uncertainty_buckets.push_back(b);
   }
+}
 
-  m.accuracy = ratio(correct, m.n_scored);
-  m.accuracy_ci95 = wilson_interval(correct, m.n_scored);
-  m.strict_accuracy = ratio(strict, m.n_scored);
-  m.flexible_accuracy = ratio(flexible, m.n_scored);
-  m.em_mean = ratio(em_sum, static_cast<double>(m.n_scored));
-  m.f1_mean = ratio(f1_sum, static_cast<double>(m.n_scored));
-
-  for (const auto& [name, c] : categories) {
+// Accuracy (with its Wilson interval), EM / F1, and the per-category rows.
+void fill_quality(const ArmSums& s, ArmMetrics& m) {
+  m.accuracy = ratio(s.correct, m.n_scored);
+  m.accuracy_ci95 = wilson_interval(s.correct, m.n_scored);
+  m.strict_accuracy = ratio(s.strict, m.n_scored);
+  m.flexible_accuracy = ratio(s.flexible, m.n_scored);
+  m.em_mean = ratio(s.em_sum, static_cast<double>(m.n_scored));
+  m.f1_mean = ratio(s.f1_sum, static_cast<double>(m.n_scored));
+  for (const auto& [name, c] : s.categories) {
     CategoryMetrics cm;
     cm.category = name;
     cm.n_requests = c.n;
@@ -197,6 +200,25 @@ ArmMetrics compute_arm_metrics(const std::vector<RequestResult>& results, const 
     cm.mean_accept_length = ratio(c.emitted, c.steps);
     m.categories.push_back(cm);
   }
+}
+
+}  // namespace
+
+ArmMetrics compute_arm_metrics(const std::vector<RequestResult>& results, const std::string& arm, double wall_s) {
+  ArmMetrics m;
+  ArmSums sums;
+  for (const auto& r : results) {
+    if (r.arm != arm) continue;
+    ++m.n_requests;
+    if (r.ok()) {
+      sums.add(r, m);
+    } else {
+      ++m.n_errors;
+    }
+  }
+  fill_speed(sums, wall_s, m);
+  fill_acceptance(sums, m);
+  fill_quality(sums, m);
   return m;
 }
 
