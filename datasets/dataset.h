@@ -1,6 +1,7 @@
 // Evaluation datasets -> Requests {id, prompt text, gold}. Torch-free.
 //
-// Datasets (DatasetSpec::name):
+// Datasets (DatasetSpec::name; the registry of their files, prompts, stops and scorers is
+// datasets/tasks.h kTaskTable):
 //   gsm8k       {"question","answer"} JSONL (openai/grade-school-math). gold = text after the
 //               last "####". Zero-shot prompt: the question + kGsm8kInstruction (asks for a
 //               final "#### <number>" line, so strict-match can score it). n-shot (lm-eval

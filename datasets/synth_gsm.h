@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "datasets/dataset.h"
+#include "datasets/tasks.h"
 
 namespace ears {
 
@@ -34,8 +35,13 @@ std::string synth_gsm_split_of(std::string_view question);
 std::vector<std::pair<std::string, std::string>> synth_gsm_pairs(std::size_t n, uint64_t seed,
                                                                  const std::string& split);
 
-// The same problems as Requests: id "synth-gsm/<split>/<seed>/<i>", zero-shot gsm8k prompt,
+// The same problems as task docs: key "<split>/<seed>/<i>", question, solution (= the answer),
 // gold = {final answer}, category "steps=K" (K = number of annotated steps, 1..4).
+std::vector<Doc> synth_gsm_problems(std::size_t n, uint64_t seed, const std::string& split);
+
+// The same problems as Requests: id "synth-gsm/<split>/<seed>/<i>", zero-shot gsm8k prompt,
+// gold and category as synth_gsm_problems.
+
 std::vector<Request> synth_gsm(std::size_t n, uint64_t seed, const std::string& split);
 
 }  // namespace ears

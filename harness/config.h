@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "datasets/scoring.h"
+#include "datasets/tasks.h"
 #include "reports/gate.h"
 
 namespace ears::config {
@@ -28,15 +29,12 @@ inline constexpr std::array<std::string_view, 2> kDraftSampling = {"sample", "gr
 inline constexpr std::array<std::string_view, 2> kAuxLayerConventions = {"hf", "sglang"};
 inline constexpr std::array<std::string_view, 4> kVerifierTypes = {"baseline", "ears", "typical", "greedy"};
 inline constexpr std::array<std::string_view, 2> kUncertainty = {"max_prob", "entropy"};
-inline constexpr std::array<std::string_view, 6> kDatasetNames = {"gsm8k",      "nq_open",  "spec_bench",
-                                                                 "jsonl",      "synth-gsm", "open-stems"};
+inline constexpr auto kDatasetNames = ears::task_names();  // datasets/tasks.h kTaskTable
 inline constexpr std::array<std::string_view, 2> kPromptFormats = {"raw", "chat"};
 inline constexpr std::array<std::string_view, 2> kOnError = {"fail", "skip"};
 inline constexpr auto kScorers = ears::scorer_names();  // datasets/scoring.h kScorerTable
 inline constexpr std::array<std::string_view, 2> kRunOrders = {"interleaved", "random"};
-inline constexpr std::array<std::string_view, 13> kSpecBenchCategories = {
-    "writing", "roleplay",    "reasoning",     "math", "coding",         "extraction", "stem",
-    "humanities", "translation", "summarization", "qa", "math_reasoning", "rag"};
+inline constexpr auto kSpecBenchCategories = ears::kSpecBenchCategories;  // datasets/tasks.h
 inline constexpr int kMaxGamma = 16;
 
 
@@ -69,10 +67,11 @@ struct DatasetFields {  // jsonl only: which JSON keys hold what
 };
 
 struct DatasetSection {
-  std::string name;                  // required: gsm8k|nq_open|spec_bench|jsonl|synth-gsm|open-stems
+  // Which keys apply to which dataset is the task registry's (datasets/tasks.h kTaskTable).
+  std::string name;                  // required: a kDatasetNames entry
   std::string path;                  // file or directory; empty = the loader's default
                                      // ($EARS_BENCH_DATA or data/); required for jsonl, not
-                                     // allowed for synth-gsm/open-stems; resolved like target.path
+                                     // allowed for generated datasets; resolved like target.path
   std::string split;                 // empty = the dataset's standard split (loader decides)
   std::int64_t limit = 0;            // 0 = all requests
   std::int64_t offset = 0;

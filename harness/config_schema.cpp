@@ -3,7 +3,10 @@
 // in config.cpp.
 #include "harness/config_schema.h"
 
+#include <memory>
 #include <set>
+
+#include "datasets/tasks.h"
 
 namespace ears::config::detail {
 
@@ -98,7 +101,13 @@ void emit_value(YAML::Emitter& e, const std::vector<int>& v) {
 // ---------------------------------------------------------------- leaf sections
 
 namespace {
-bool is_synthetic(const DatasetSection& d) { return d.name == "synth-gsm" || d.name == "open-stems"; }
+// The dataset's task (datasets/tasks.h); an empty one for an unknown name.
+const Task& task_of(const DatasetSection& d) {
+  static const Task kNone{};
+  const Task* t = find_task(d.name);
+  return t ? *t : kNone;
+}
+bool is_synthetic(const DatasetSection& d) { return task_of(d).path == TaskPath::kNone; }
 
 // Layer ids: a list of ints >= 0.
 std::vector<int> read_aux_layers(const At& a) {
@@ -150,25 +159,45 @@ const Table<DatasetFields>& fields_table() {
   return t;
 }
 
-constexpr std::pair<std::string_view, std::string_view> kDatasetAliases[] = {
-    {"nq", "nq_open"}, {"nq-open", "nq_open"}, {"spec-bench", "spec_bench"}, {"synth_gsm", "synth-gsm"}, {"open_stems", "open-stems"}};
+constexpr auto kDatasetAliases = task_aliases();
 
-// jsonl reads its requests from dataset.path: required.
+// A task reading its requests from dataset.path (jsonl): required.
 void dataset_path_needed(const MapReader& m, const DatasetSection& d) {
-  if (d.name == "jsonl" && d.path.empty()) m.missing("path", "add 'path: <file.jsonl>' under dataset (required for jsonl)");
+  if (task_of(d).path == TaskPath::kRequired && d.path.empty())
+    m.missing("path", fmt::format("add 'path: <file.jsonl>' under dataset (required for {})", d.name));
 }
 
-// spec_bench categories must be Spec-Bench's.
+// A task with a fixed category list (spec_bench): categories must be among it.
 void check_categories(const At& a, const DatasetSection& d) {
-  if (d.name != "spec_bench") return;
+  const Task& t = task_of(d);
+  const auto& known = t.known_categories;
+  if (known.empty()) return;
   for (size_t i = 0; i < d.categories.size(); ++i)
-    if (!contains(kSpecBenchCategories, d.categories[i])) {
-      std::string guess = closest(d.categories[i], kSpecBenchCategories);
+    if (!contains(known, d.categories[i])) {
+      std::string guess = closest(d.categories[i], known);
       fail_at(a.c, a.node.IsSequence() ? a.node[i] : a.node, fmt::format("{}.{}", a.path, i),
-              fmt::format("'{}' is not a Spec-Bench category", d.categories[i]),
-              guess.empty() ? fmt::format("use some of {}", join(kSpecBenchCategories, "|"))
-                            : fmt::format("did you mean '{}'? (allowed: {})", guess, join(kSpecBenchCategories, "|")));
+              fmt::format("'{}' is not a {} category", d.categories[i], t.title),
+              guess.empty() ? fmt::format("use some of {}", join(known, "|"))
+                            : fmt::format("did you mean '{}'? (allowed: {})", guess, join(known, "|")));
     }
+}
+
+// "<option> only applies to <the tasks having it>, not <name>" when d's task lacks it.
+void only_for(const At& a, const DatasetSection& d, bool Task::*option, std::string_view key, std::string_view names_prefix,
+              std::string_view fix) {
+  if (!task_has(d.name, option))
+    a.fail(fmt::format("{} only applies to {}{}, not {}", key, names_prefix, task_names_with(option, ", ", " and "), d.name), fix);
+}
+
+// Field docs naming the datasets (static: Field keeps a string_view).
+std::string_view names_doc() {
+  static const std::string s = join(kDatasetNames, " | ");
+  return s;
+}
+std::string_view with_doc(bool Task::*option, std::string_view before, std::string_view after) {
+  static std::vector<std::unique_ptr<std::string>> docs;  // stable addresses
+  docs.push_back(std::make_unique<std::string>(fmt::format("{}{}{}", before, task_names_with(option, " / ", " / "), after)));
+  return *docs.back();
 }
 
 }  // namespace
@@ -176,7 +205,7 @@ void check_categories(const At& a, const DatasetSection& d) {
 const Table<DatasetSection>& dataset_table() {
   using D = DatasetSection;
   static const Table<D> t{"dataset", {
-      field("name", &D::name, Enum(kDatasetNames, kDatasetAliases), "gsm8k | nq_open | spec_bench | jsonl | synth-gsm | open-stems")
+      field("name", &D::name, Enum(kDatasetNames, kDatasetAliases), names_doc())
           .when_absent([](const MapReader& m, D&) {
             m.missing("name", fmt::format("add 'name: <{}>' under dataset", join(kDatasetNames, "|")));
           }),
@@ -192,10 +221,10 @@ const Table<DatasetSection>& dataset_table() {
           .comment("empty = the dataset's standard split", [](const D& d) { return d.split.empty(); }),
       field("limit", &D::limit, Count(0, 50), "number of requests; 0 = all").comment("0 = all", [](const D&) { return true; }),
       field("offset", &D::offset, Count(0, 0), "requests skipped first"),
-      field("n_shot", &D::n_shot, Int(0, 64, 0), "few-shot examples (gsm8k / synth-gsm only)").after([](const At& a, const D& d) {
-        if (d.n_shot > 0 && d.name != "gsm8k" && d.name != "synth-gsm")
-          a.fail(fmt::format("n_shot only applies to gsm8k and synth-gsm, not {}", d.name), "remove it (or set n_shot: 0)");
-      }),
+      field("n_shot", &D::n_shot, Int(0, 64, 0), with_doc(&Task::n_shot, "few-shot examples (", " only)"))
+          .after([](const At& a, const D& d) {
+            if (d.n_shot > 0) only_for(a, d, &Task::n_shot, "n_shot", "", "remove it (or set n_shot: 0)");
+          }),
       field("prompt_format", &D::prompt_format, Enum(kPromptFormats), "raw | chat"),
       field("thinking", &D::thinking, Bool(), "chat template with thinking enabled (chat only)").after([](const At& a, const D& d) {
         if (d.thinking && d.prompt_format == "raw")
@@ -203,12 +232,9 @@ const Table<DatasetSection>& dataset_table() {
       }),
       field("seed", &D::seed, U64(), "seed of synthetic generation / sampling of the data"),
       // synth-gsm generates its problems in memory: 10^5 take ~3 s; 2*10^9 died of bad_alloc.
-      field("n", &D::n, Int(1, 100000, 200), "synth-gsm only: number of generated problems")
-          .before([](const At& a, const D& d) {
-            if (d.name != "synth-gsm")
-              a.fail(fmt::format("n only applies to synth-gsm, not {}", d.name), "use dataset.limit to cap the number of requests");
-          })
-          .yaml_if([](const D& d) { return d.name == "synth-gsm"; }),
+      field("n", &D::n, Int(1, 100000, 200), with_doc(&Task::n, "", " only: number of generated problems"))
+          .before([](const At& a, const D& d) { only_for(a, d, &Task::n, "n", "", "use dataset.limit to cap the number of requests"); })
+          .yaml_if([](const D& d) { return task_has(d.name, &Task::n); }),
       field("on_error", &D::on_error, Enum(kOnError), "fail | skip (bad JSONL lines)"),
       field("prompt_template", &D::prompt_template, Str(), "empty = the dataset's prompt; else must contain {question}")
           .after([](const At& a, const D& d) {
@@ -219,18 +245,13 @@ const Table<DatasetSection>& dataset_table() {
       field("scorer", &D::scorer, Enum(kScorers), "empty = the dataset's scorer; else gsm8k | squad | lm_eval_nq_open | qa | none")
           .skip_if([](const Node& n) { return n.IsScalar() && n.Scalar().empty(); })  // "" = default
           .comment("empty = the dataset's scorer", [](const D& d) { return d.scorer.empty(); }),
-      section("fields", &D::fields, fields_table(), "jsonl only: which JSON keys hold what")
-          .before([](const At& a, const D& d) {
-            if (d.name != "jsonl") a.fail(fmt::format("fields only applies to name: jsonl, not {}", d.name), "remove dataset.fields");
-          })
-          .yaml_if([](const D& d) { return d.name == "jsonl"; }),
-      field("categories", &D::categories, StrList(), "spec_bench / jsonl: keep only these (empty = all)")
-          .before([](const At& a, const D& d) {
-            if (d.name != "spec_bench" && d.name != "jsonl")
-              a.fail(fmt::format("categories only applies to spec_bench and jsonl, not {}", d.name), "remove dataset.categories");
-          })
+      section("fields", &D::fields, fields_table(), with_doc(&Task::fields, "", " only: which JSON keys hold what"))
+          .before([](const At& a, const D& d) { only_for(a, d, &Task::fields, "fields", "name: ", "remove dataset.fields"); })
+          .yaml_if([](const D& d) { return task_has(d.name, &Task::fields); }),
+      field("categories", &D::categories, StrList(), with_doc(&Task::categories, "", ": keep only these (empty = all)"))
+          .before([](const At& a, const D& d) { only_for(a, d, &Task::categories, "categories", "", "remove dataset.categories"); })
           .after(check_categories)
-          .yaml_if([](const D& d) { return d.name == "jsonl" || d.name == "spec_bench"; })}};
+          .yaml_if([](const D& d) { return task_has(d.name, &Task::categories); })}};
   return t;
 }
 
