@@ -1,5 +1,5 @@
 // `ears-bench env [--json] [--model DIR]`: what would run here — threads, OpenMP wait policy,
-// LibTorch and CUDA, the CPU, the kernel path (harness/environment.h); with --model, the dtypes,
+// LibTorch and CUDA, the CPU, the kernel path (harness/run/environment.h); with --model, the dtypes,
 // device and kernel path that checkpoint gets.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -10,7 +10,7 @@
 #include "decoders/model.h"
 #include "decoders/runtime.h"
 #include "harness/commands.h"
-#include "harness/environment.h"
+#include "harness/run/environment.h"
 
 namespace ears {
 namespace {

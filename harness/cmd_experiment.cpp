@@ -1,4 +1,4 @@
-// Experiment commands: run, validate, report, merge, gate (harness/runner.h does the work).
+// Experiment commands: run, validate, report, merge, gate (harness/run/runner.h does the work).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -11,7 +11,7 @@
 #include "harness/base/files.h"
 #include "harness/base/error.h"
 #include "reports/gate.h"
-#include "harness/runner.h"
+#include "harness/run/runner.h"
 #include "reports/markdown.h"
 #include "reports/report.h"
 

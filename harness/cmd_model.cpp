@@ -11,10 +11,11 @@
 #include "decoders/runtime.h"
 #include "harness/cli_args.h"
 #include "harness/commands.h"
-#include "harness/environment.h"
+#include "harness/run/environment.h"
 #include "harness/base/error.h"
 #include "harness/base/files.h"
 #include "harness/model_setup.h"
+#include "harness/run/decode_params.h"
 
 namespace ears {
 namespace {
@@ -142,16 +143,20 @@ int run_tokenize(const TokenizeArgs& a) {
   return 0;
 }
 
+// generate's defaults: a greedy target, 128 new tokens; the rest as DecodeParams'.
+runner::DecodeSettings generate_defaults() {
+  runner::DecodeSettings d;
+  d.temperature = 0;
+  d.max_new_tokens = 128;
+  return d;
+}
+
 struct GenerateArgs {
   ModelSetup setup;
   std::string prompt, ids;
   bool chat = false, thinking = false, has_prompt = false;
-  double temperature = 0, top_p = 1, beta = 0.1;
-  int64_t top_k = 0, max_new_tokens = 128;
   uint64_t seed = 0;
-  int gamma = 5;
-  std::string verifier = "baseline", draft_sampling = "sample", uncertainty = "max_prob";
-  std::vector<std::string> stop;
+  runner::DecodeSettings decoding = generate_defaults();  // --temperature ... --gamma
 };
 
 int run_generate(const GenerateArgs& a, CommonOptions& common) {
@@ -164,20 +169,9 @@ int run_generate(const GenerateArgs& a, CommonOptions& common) {
     prompt = parse_ids(a.ids, "--ids");
   }
   if (prompt.empty()) fail("the prompt is empty; pass --prompt TEXT or --ids \"...\"");
-  DecodeParams p;
-  p.sampling.temperature = a.temperature;
-  p.sampling.top_k = a.top_k;
-  p.sampling.top_p = a.top_p;
-  p.gamma = a.gamma;
-  p.max_new_tokens = a.max_new_tokens;
-  p.draft_greedy = a.draft_sampling == "greedy";
-  if (a.draft_sampling != "greedy" && a.draft_sampling != "sample")
-    fail("--draft-sampling '{}' is not one of: sample, greedy", a.draft_sampling);
-  p.verifier.kind = parse_verifier_kind(a.verifier);
-  p.verifier.beta = a.beta;
-  p.verifier.uncertainty = parse_uncertainty(a.uncertainty);
-  p.stop_strings = a.stop;
-  p.stop_ids = stop_token_ids(m);
+  if (a.decoding.draft_sampling != "greedy" && a.decoding.draft_sampling != "sample")
+    fail("--draft-sampling '{}' is not one of: sample, greedy", a.decoding.draft_sampling);
+  const DecodeParams p = runner::decode_params(a.decoding, stop_token_ids(m));
   Engine engine(*m.target, m.drafter.get(), m.tokenizer.get());
   GenRequest req;
   req.prompt = prompt;
@@ -215,8 +209,8 @@ int run_generate(const GenerateArgs& a, CommonOptions& common) {
                   {"load_s", m.load_s},
                   {"threads", threads},
                   {"draft_kind", a.setup.draft_kind},
-                  {"verifier", a.verifier}};
-    // What ran (harness/environment.h): threads, wait policy, CPU, kernel path; the target's dtypes.
+                  {"verifier", a.decoding.verifier}};
+    // What ran (harness/run/environment.h): threads, wait policy, CPU, kernel path; the target's dtypes.
     j["env"] = environment_json();
     j["env"]["model"] = model_environment_json(*m.target, a.setup.dtype);
     fmt::print("{}\n", j.dump());
@@ -273,22 +267,22 @@ void add_model_commands(CLI::App& app, CommonOptions& common, int& exit_code) {
     prompt->excludes(ids);
     sub->add_flag("--chat", args->chat, "Wrap the prompt in the Qwen3 chat template (one user turn)");
     sub->add_flag("--thinking", args->thinking, "With --chat: leave thinking on (default off)");
-    sub->add_option("--temperature", args->temperature, "0 = greedy")->capture_default_str();
-    sub->add_option("--top-k", args->top_k, "0 = off")->capture_default_str();
-    sub->add_option("--top-p", args->top_p, "1 = off")->capture_default_str();
-    sub->add_option("--max-new-tokens", args->max_new_tokens)->capture_default_str();
+    sub->add_option("--temperature", args->decoding.temperature, "0 = greedy")->capture_default_str();
+    sub->add_option("--top-k", args->decoding.top_k, "0 = off")->capture_default_str();
+    sub->add_option("--top-p", args->decoding.top_p, "1 = off")->capture_default_str();
+    sub->add_option("--max-new-tokens", args->decoding.max_new_tokens)->capture_default_str();
     sub->add_option("--seed", args->seed, "Run seed (the request's generator is derived from it)")->capture_default_str();
-    sub->add_option("--stop", args->stop, "Stop string (repeatable)");
+    sub->add_option("--stop", args->decoding.stop, "Stop string (repeatable)");
     sub->add_option("--dtype", args->setup.dtype, "auto|float32|bfloat16|float16")->capture_default_str();
     sub->add_option("--device", args->setup.device, "cpu | cuda | cuda:N")->capture_default_str();
     sub->add_option("--draft", args->setup.draft_path, "Draft checkpoint directory");
     sub->add_option("--draft-kind", args->setup.draft_kind, "eagle3 | model | none (default: eagle3 with --draft)");
-    sub->add_option("--draft-sampling", args->draft_sampling, "sample | greedy")->capture_default_str();
+    sub->add_option("--draft-sampling", args->decoding.draft_sampling, "sample | greedy")->capture_default_str();
     sub->add_option("--aux-layer-convention", args->setup.aux_layer_convention, "hf | sglang")->capture_default_str();
-    sub->add_option("--verifier", args->verifier, "baseline | ears | typical | greedy")->capture_default_str();
-    sub->add_option("--beta", args->beta, "EARS beta")->capture_default_str();
-    sub->add_option("--uncertainty", args->uncertainty, "EARS uncertainty: max_prob | entropy")->capture_default_str();
-    sub->add_option("--gamma", args->gamma, "Draft tokens per step")->capture_default_str();
+    sub->add_option("--verifier", args->decoding.verifier, "baseline | ears | typical | greedy")->capture_default_str();
+    sub->add_option("--beta", args->decoding.beta, "EARS beta")->capture_default_str();
+    sub->add_option("--uncertainty", args->decoding.uncertainty, "EARS uncertainty: max_prob | entropy")->capture_default_str();
+    sub->add_option("--gamma", args->decoding.gamma, "Draft tokens per step")->capture_default_str();
     sub->add_flag("--json", common.json, "Print {ids, text, stats} as JSON");
     add_threads(sub, common);
     sub->callback([args, prompt, ids, sub, &common, &exit_code] {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "harness/commands.h"
-#include "harness/environment.h"
+#include "harness/run/environment.h"
 #include "harness/base/error.h"
 
 namespace {
@@ -18,7 +18,7 @@ std::string first_line(const std::string& s) { return s.substr(0, s.find('\n'));
 }  // namespace
 
 // Idle OpenMP workers spin briefly, then sleep, unless OMP_WAIT_POLICY / GOMP_SPINCOUNT say
-// otherwise: a one-time re-exec with GOMP_SPINCOUNT set (harness/environment.h), from the ELF
+// otherwise: a one-time re-exec with GOMP_SPINCOUNT set (harness/run/environment.h), from the ELF
 // preinit hook, before any library's constructor. Cost, `ears-bench --version` (2-vCPU VM, load
 // ~4, 41 runs each): 0.80 s min / 0.97 s median with the variable set (no re-exec), 1.02 / 1.29 s
 // without: +0.2-0.3 s, the dynamic loading of LibTorch's ~290 libraries done twice. (Re-executing

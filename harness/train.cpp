@@ -27,6 +27,7 @@
 #include "decoders/safetensors.h"
 #include "decoders/tokenizer.h"
 #include "harness/base/error.h"
+#include "harness/run/decode_params.h"
 
 namespace ears {
 
@@ -937,16 +938,17 @@ EvalResult evaluate_pair(const fs::path& target_dir, const fs::path& draft_dir, 
     drafter = make_eagle3_drafter(*head);
   }
   const auto problems = synth_gsm_pairs(static_cast<std::size_t>(n), 0, "test");
-  DecodeParams dp;
-  dp.sampling.temperature = 0;
-  dp.gamma = drafter ? gamma : 0;
-  dp.max_new_tokens = max_new_tokens;
-  dp.draft_greedy = true;
-  dp.verifier.kind = VerifierSpec::Greedy;
-  dp.stop_ids = tok.stop_token_ids();
+  runner::DecodeSettings s;
+  s.temperature = 0;
+  s.gamma = drafter ? gamma : 0;
+  s.max_new_tokens = max_new_tokens;
+  s.draft_sampling = "greedy";
+  s.verifier = "greedy";
+  s.distortion = false;
+  std::vector<int32_t> stop_ids = tok.stop_token_ids();
   for (int64_t e : target.config().eos_token_ids)
-    if (std::find(dp.stop_ids.begin(), dp.stop_ids.end(), e) == dp.stop_ids.end()) dp.stop_ids.push_back(static_cast<int32_t>(e));
-  dp.measure_distortion = false;
+    if (std::find(stop_ids.begin(), stop_ids.end(), e) == stop_ids.end()) stop_ids.push_back(static_cast<int32_t>(e));
+  const DecodeParams dp = runner::decode_params(s, std::move(stop_ids));
   Engine engine(target, drafter.get(), &tok);
   EvalResult res;
   int64_t correct = 0, steps = 0, emitted = 0, tokens = 0;

@@ -73,7 +73,7 @@ void expect_header(const json& j, const std::string& command, size_t readings) {
   EXPECT_GT(j["env"].value("threads", 0), 0);
   EXPECT_FALSE(j["env"].value("torch_version", "").empty());
   EXPECT_FALSE(j["env"].value("cpu_model", "").empty());
-  // What ran (harness/environment.h).
+  // What ran (harness/run/environment.h).
   for (const char* k : {"omp_wait_policy", "cuda_build", "cuda_devices", "cpu_isa", "cpu_flags", "logical_cpus",
                         "l3_cache_bytes", "kernel_path_best", "kernel_path", "load_average_1m", "load_average_1m_end"})
     EXPECT_TRUE(j["env"].contains(k)) << command << ": env lacks " << k;

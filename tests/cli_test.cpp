@@ -257,7 +257,7 @@ TEST(Cli, ThreadsOutOfRangeIsOneLineError) {
   }
 }
 
-// `ears-bench env --json`: what runs here (harness/environment.h).
+// `ears-bench env --json`: what runs here (harness/run/environment.h).
 TEST(Cli, EnvJsonHasTheFacts) {
   const auto r = run_ears("env --json --threads 1");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -1,4 +1,4 @@
-// The experiment runner: pure helpers (harness/runner.h, harness/progress.h) and the real
+// The experiment runner: pure helpers (harness/run/runner.h, harness/run/progress.h) and the real
 // `ears-bench` executable driven as a subprocess (run, validate, report, merge, gate, resume after
 // SIGKILL, shards, SIGINT) on the tiny golden fixtures with a small byte-level tokenizer.
 #include <fcntl.h>
@@ -17,8 +17,8 @@
 #include "decoders/engine.h"
 #include "datasets/dataset.h"
 #include "harness/base/error.h"
-#include "harness/progress.h"
-#include "harness/runner.h"
+#include "harness/run/progress.h"
+#include "harness/run/runner.h"
 #include "reports/report.h"
 #include "tests/test_util.h"
 
@@ -415,7 +415,7 @@ TEST(RunnerCli, RunWritesACompleteRunDirectory) {
                         "ears_bench_version", "command_line"})
     EXPECT_TRUE(meta["environment"].contains(k)) << k;
   EXPECT_EQ(meta["environment"]["threads"], 1);
-  // What ran (harness/environment.h): the resolved dtype next to the requested one, the kernel
+  // What ran (harness/run/environment.h): the resolved dtype next to the requested one, the kernel
   // path, the wait policy, the CPU's ISA and the load around the run.
   for (const char* k : {"dtype_requested", "compute_dtype", "weight_dtype", "checkpoint_dtype", "kernel_path",
                         "kernel_path_best", "omp_wait_policy", "cpu_isa", "logical_cpus", "cuda_build",

@@ -13,7 +13,7 @@
 //   {"command", "env": {threads, omp_wait_policy, torch_version, cuda_build, cuda_devices, cpu_model,
 //            cpu_isa, cpu_flags, logical_cpus, l3_cache_bytes, kernel_path_best, kernel_path,
 //            load_average_1m (at start), load_average_1m_end, [model: {device, dtype_requested,
-//            compute_dtype, weight_dtype, checkpoint_dtype, kernel_path} (e2e)]}   (harness/environment.h)
+//            compute_dtype, weight_dtype, checkpoint_dtype, kernel_path} (e2e)]}   (harness/run/environment.h)
 //    "bandwidth": [{when, bytes, runs, threads, read_gbps, copy_gbps}], "floor_read_gbps",
 //    "conventions": {...}, "rows": [...], ...}
 // The row fields of each command are listed with its Args struct below.

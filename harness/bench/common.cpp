@@ -21,7 +21,7 @@
 #include "decoders/runtime.h"
 #include "decoders/sampling.h"
 #include "decoders/verify.h"
-#include "harness/environment.h"
+#include "harness/run/environment.h"
 #include "harness/base/error.h"
 #include "harness/model_setup.h"
 
@@ -30,7 +30,7 @@ namespace bench {
 
 // ---- environment, bandwidth, output ---------------------------------------------------------
 
-// The machine facts (harness/environment.h); `threads` must already be in effect.
+// The machine facts (harness/run/environment.h); `threads` must already be in effect.
 json environment(int threads) {
   json env = environment_json();
   env["threads"] = threads;

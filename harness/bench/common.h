@@ -27,7 +27,7 @@ namespace bench {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-// The machine facts (harness/environment.h); `threads` must already be in effect.
+// The machine facts (harness/run/environment.h); `threads` must already be in effect.
 json environment(int threads);
 json bandwidth_json(const BandwidthResult& r, const std::string& when);
 extern const json kBandwidthConventions;

@@ -21,9 +21,10 @@
 #include "decoders/runtime.h"
 #include "decoders/sampling.h"
 #include "decoders/verify.h"
-#include "harness/environment.h"
+#include "harness/run/environment.h"
 #include "harness/base/error.h"
 #include "harness/model_setup.h"
+#include "harness/run/decode_params.h"
 
 namespace ears {
 using namespace bench;
@@ -98,13 +99,14 @@ int run_bench_e2e(const E2eBenchArgs& a, const BenchCommon& c) {
   for (double T : temps) {
     std::vector<DecodeParams> params;
     for (const auto& arm : arms) {
-      DecodeParams p;
-      p.sampling.temperature = T;
-      p.gamma = a.gamma;
-      p.max_new_tokens = a.max_new_tokens;
-      p.measure_distortion = a.distortion;
-      if (arm.kind) p.verifier.kind = *arm.kind;
-      p.verifier.beta = a.beta;
+      runner::DecodeSettings s;
+      s.temperature = T;
+      s.gamma = a.gamma;
+      s.max_new_tokens = a.max_new_tokens;
+      s.distortion = a.distortion;
+      if (arm.kind) s.verifier = to_string(*arm.kind);
+      s.beta = a.beta;
+      const DecodeParams p = runner::decode_params(s, {});
       DecodeParams warm = p;
       warm.max_new_tokens = std::min<int64_t>(8, p.max_new_tokens);
       arm.engine->generate({req}, warm);

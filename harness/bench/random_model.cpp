@@ -21,7 +21,7 @@
 #include "decoders/runtime.h"
 #include "decoders/sampling.h"
 #include "decoders/verify.h"
-#include "harness/environment.h"
+#include "harness/run/environment.h"
 #include "harness/base/error.h"
 #include "harness/model_setup.h"
 #include "harness/train.h"

@@ -67,4 +67,12 @@ nlohmann::json model_environment_json(const CausalLM& model, const std::string& 
 // requested text itself when config.json cannot be read.
 std::string resolved_dtype_name(const std::string& path, const std::string& dtype_requested, const std::string& device);
 
+// Facts about this process for a run's report.environment.
+namespace runner {
+std::string git_commit();  // `git rev-parse --short HEAD` of the source dir, else "unknown"
+std::string host_name();
+std::string command_line();  // /proc/self/cmdline, arguments joined by spaces (quoted when needed)
+std::string now_iso();       // local time, "YYYY-mm-ddTHH:MM:SS+zzzz"
+}  // namespace runner
+
 }  // namespace ears

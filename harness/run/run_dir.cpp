@@ -1,4 +1,4 @@
-#include "harness/run_dir.h"
+#include "harness/run/run_dir.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

@@ -1,4 +1,4 @@
-#include "harness/progress.h"
+#include "harness/run/progress.h"
 
 #include <fmt/format.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "harness/environment.h"
+#include "harness/run/environment.h"
 
 #include <ATen/detail/CUDAHooksInterface.h>
 
@@ -9,7 +9,9 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <cstring>
 #include <string_view>
 #include <fstream>
@@ -19,6 +21,7 @@
 #include "decoders/layers.h"
 #include "decoders/model.h"
 #include "decoders/runtime.h"
+#include "harness/base/strings.h"
 
 namespace ears {
 using json = nlohmann::json;
@@ -165,4 +168,65 @@ std::string resolved_dtype_name(const std::string& path, const std::string& dtyp
   }
 }
 
+// ---- the run's process facts ----
+
+namespace runner {
+
+std::string git_commit() {
+#ifdef EARS_SOURCE_DIR
+  std::string dir = EARS_SOURCE_DIR;
+  std::string quoted = "'";
+  for (char c : dir) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  quoted += "'";
+  const std::string cmd = fmt::format("git -C {} rev-parse --short HEAD 2>/dev/null", quoted);
+  if (std::FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[128] = {};
+    std::string out;
+    while (std::fgets(buf, sizeof buf, p)) out += buf;
+    const int rc = ::pclose(p);
+    out = trim(out);
+    if (rc == 0 && !out.empty()) return out;
+  }
+#endif
+  return "unknown";
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+std::string command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string out;
+  std::size_t start = 0;
+  while (start < all.size()) {
+    auto end = all.find('\0', start);
+    if (end == std::string::npos) end = all.size();
+    std::string arg = all.substr(start, end - start);
+    if (!out.empty()) out += ' ';
+    if (arg.empty() || arg.find_first_of(" \t\"'$\\") != std::string::npos) {
+      std::string q = "'";
+      for (char c : arg) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      out += q + "'";
+    } else {
+      out += arg;
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string now_iso() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S%z", &tm);
+  return buf;
+}
+
+}  // namespace runner
 }  // namespace ears
