@@ -2,7 +2,9 @@
 # The include rules (docs/architecture.md), checked by ctest (include_rules) and so by CI:
 #   1. harness/base/ (errors, strings, files, rng, UTF-8) includes nothing else of the repository;
 #   2. decoders/, datasets/ and reports/ include nothing from harness/ except harness/base/;
-#   3. no file includes <torch/torch.h> (ATen headers only: each LibTorch TU stays cheap).
+#   3. no file includes <torch/torch.h> (ATen headers only: each LibTorch TU stays cheap);
+#   4. inside harness/, each folder includes only the folders below it:
+#        base < config < run < train < bench < cli   (cli/ is the top: main and the commands).
 # Prints one line per violation (file:line: the include; the rule) and exits 1 when there is any.
 set -uo pipefail
 cd "${1:-$(dirname "$0")/..}" || exit 2
@@ -22,6 +24,24 @@ while IFS= read -r hit; do
   report "$hit" "never include <torch/torch.h>; include the ATen headers the file needs"
 done < <(grep -rnE '^\s*#\s*include\s+<torch/torch\.h>' --include='*.h' --include='*.cpp' \
                 harness decoders datasets reports tests)
+
+# Rule 4: the harness/ folders below each one (a folder may always include itself).
+declare -A below=(
+  [config]="base"
+  [run]="base config"
+  [train]="base config run"
+  [bench]="base config run train"
+)
+for dir in "${!below[@]}"; do
+  allowed="${below[$dir]} $dir"
+  while IFS= read -r hit; do
+    inc=$(sed -E 's#.*"harness/([^/]+)/.*#\1#' <<<"$hit")
+    [[ " $allowed " == *" $inc "* ]] || report "$hit" "harness/$dir includes only harness/{${allowed// /,}}/ (base < config < run < train < bench < cli)"
+  done < <(grep -nE '^\s*#\s*include\s+"harness/' harness/"$dir"/*.h harness/"$dir"/*.cpp 2>/dev/null)
+done
+while IFS= read -r f; do
+  report "$f" "harness/ holds only its folders (base, config, run, train, bench, cli): move the file into one"
+done < <(find harness -maxdepth 1 -type f)
 
 [ "$status" = 0 ] && echo "include rules: ok"
 exit "$status"

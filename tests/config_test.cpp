@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-#include "harness/config.h"
-#include "harness/config_schema.h"
+#include "harness/config/config.h"
+#include "harness/config/schema.h"
 #include "harness/base/error.h"
 #include "tests/test_util.h"
 
@@ -616,7 +616,7 @@ TEST(ConfigOutput, ToJsonCarriesResolvedArms) {
   EXPECT_EQ(j["dataset"]["name"], "gsm8k");
 }
 
-// Every section table (harness/config_schema.h) documents each key, and to_yaml / to_json carry
+// Every section table (harness/config/schema.h) documents each key, and to_yaml / to_json carry
 // exactly the table's keys: to_yaml in table order (leaving out only keys whose yaml_if says so),
 // to_json all of them. Catches a row that is read but not written, or written under another name.
 template <class S>

@@ -1,7 +1,7 @@
 // `ears-bench bench ...`: micro- and end-to-end benchmarks that pair every timing with a memory
 // bandwidth reading taken in the same process (bandwidth on shared VMs drifts by ~2x).
 //
-//   bench bandwidth  read (at::sum) and copy bandwidth (decoders/bandwidth.h)
+//   bench bandwidth  read (at::sum) and copy bandwidth (harness/bench/probe.h)
 //   bench forward    target decode-step time at several batch sizes for 1 and γ+1 tokens over a
 //                    KV cache holding a 128-token context, next to the floor
 //                    (weight bytes + KV bytes read) ÷ read bandwidth

@@ -15,7 +15,7 @@
 #include <system_error>
 #include <vector>
 
-#include "decoders/bandwidth.h"
+#include "harness/bench/probe.h"
 #include "decoders/kv_cache.h"
 #include "harness/bench/bench.h"
 

@@ -13,7 +13,7 @@
 #include <sstream>
 #include <thread>
 
-#include "decoders/bandwidth.h"
+#include "harness/bench/probe.h"
 #include "decoders/kernel_path.h"
 #include "decoders/layers.h"
 #include "decoders/engine.h"
@@ -23,7 +23,7 @@
 #include "decoders/verify.h"
 #include "harness/run/environment.h"
 #include "harness/base/error.h"
-#include "harness/model_setup.h"
+#include "harness/run/model_setup.h"
 
 namespace ears {
 using namespace bench;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "decoders/engine.h"
-#include "harness/config.h"
+#include "harness/config/config.h"
 
 namespace ears::runner {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "decoders/engine.h"
-#include "harness/config.h"
-#include "harness/model_setup.h"
+#include "harness/config/config.h"
+#include "harness/run/model_setup.h"
 
 namespace ears {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/config.h"
+#include "harness/config/config.h"
 
 namespace ears::runner {
 

@@ -22,7 +22,7 @@
 #include "decoders/runtime.h"
 #include "harness/base/error.h"
 #include "harness/base/files.h"
-#include "harness/config.h"
+#include "harness/config/config.h"
 #include "harness/run/models.h"
 #include "harness/run/progress.h"
 #include "harness/run/run_dir.h"

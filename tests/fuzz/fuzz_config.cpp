@@ -1,4 +1,4 @@
-// libFuzzer target: the experiment YAML loader (harness/config.h). Arbitrary text either parses
+// libFuzzer target: the experiment YAML loader (harness/config/config.h). Arbitrary text either parses
 // into a spec that survives a to_yaml round trip unchanged, or throws one ears::Error; yaml-cpp
 // exceptions, crashes and hangs are bugs.
 #include <cstddef>
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "harness/config.h"
+#include "harness/config/config.h"
 #include "harness/base/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -5,7 +5,7 @@
 #include <cctype>
 #include <cstdlib>
 
-#include "harness/config_schema.h"
+#include "harness/config/schema.h"
 
 namespace ears::config::detail {
 namespace {

@@ -1,6 +1,6 @@
 // Experiment configuration, internal: YAML node helpers (locations, typed scalar readers, env
 // expansion, marks). See config_yaml.h.
-#include "harness/config_yaml.h"
+#include "harness/config/yaml.h"
 
 #include <algorithm>
 #include <cctype>

@@ -17,7 +17,7 @@ struct CommonOptions {
 };
 
 // The --threads help text every command shows (the rule: decoders/threads.h; the wait policy:
-// harness/main.cpp).
+// harness/cli/main.cpp).
 inline std::string threads_help(const std::string& default_text = "0") {
   return fmt::format("LibTorch intra-op threads, 0 to {} (4 x the logical CPUs); default {}; 0 = auto: those of the {} "
                      "logical CPUs that other processes leave idle at start-up (sampled for 50 ms). Idle OpenMP "

@@ -9,7 +9,7 @@
 
 #include "decoders/model.h"
 #include "decoders/runtime.h"
-#include "harness/commands.h"
+#include "harness/cli/commands.h"
 #include "harness/run/environment.h"
 
 namespace ears {

@@ -1,7 +1,7 @@
 // Experiment configuration, internal: the generic schema pieces (key checks, MapReader, value
 // output) and the tables of the leaf sections. See config_schema.h; arms and the top level are
 // in config.cpp.
-#include "harness/config_schema.h"
+#include "harness/config/schema.h"
 
 #include <memory>
 #include <set>

@@ -23,8 +23,8 @@
 
 #include "harness/base/error.h"
 #include "harness/base/strings.h"
-#include "harness/config.h"
-#include "harness/config_yaml.h"
+#include "harness/config/config.h"
+#include "harness/config/yaml.h"
 
 namespace ears::config::detail {
 

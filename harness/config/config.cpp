@@ -4,14 +4,14 @@
 // top-level table (below), which reads each section through its table (config_schema.cpp) with
 // strict checks (unknown keys, duplicates, types, ranges). to_yaml / to_json walk the same tables.
 // This file holds the structural part: arms (sweeps, baseline, draft paths), gates, the top level.
-#include "harness/config.h"
+#include "harness/config/config.h"
 
 #include <optional>
 
 #include "harness/base/error.h"
 #include "harness/base/files.h"
 #include "harness/base/strings.h"
-#include "harness/config_schema.h"
+#include "harness/config/schema.h"
 
 namespace ears::config {
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-#include "decoders/bandwidth.h"
+#include "harness/bench/probe.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>

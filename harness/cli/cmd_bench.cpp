@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "harness/bench/bench.h"
-#include "harness/commands.h"
+#include "harness/cli/commands.h"
 
 namespace ears {
 namespace {

@@ -9,12 +9,12 @@
 
 #include "decoders/engine.h"
 #include "decoders/runtime.h"
-#include "harness/cli_args.h"
-#include "harness/commands.h"
+#include "harness/cli/args.h"
+#include "harness/cli/commands.h"
 #include "harness/run/environment.h"
 #include "harness/base/error.h"
 #include "harness/base/files.h"
-#include "harness/model_setup.h"
+#include "harness/run/model_setup.h"
 #include "harness/run/decode_params.h"
 
 namespace ears {

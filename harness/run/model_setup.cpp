@@ -1,4 +1,4 @@
-#include "harness/model_setup.h"
+#include "harness/run/model_setup.h"
 
 #include <ATen/ATen.h>
 

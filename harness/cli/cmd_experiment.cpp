@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "harness/commands.h"
+#include "harness/cli/commands.h"
 #include "harness/base/files.h"
 #include "harness/base/error.h"
 #include "reports/gate.h"

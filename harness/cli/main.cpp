@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <string>
 
-#include "harness/commands.h"
+#include "harness/cli/commands.h"
 #include "harness/run/environment.h"
 #include "harness/base/error.h"
 

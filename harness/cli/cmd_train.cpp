@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
-#include "harness/cli_args.h"
-#include "harness/commands.h"
+#include "harness/cli/args.h"
+#include "harness/cli/commands.h"
 #include "harness/base/error.h"
 #include "harness/train.h"
 
