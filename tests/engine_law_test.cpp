@@ -51,7 +51,8 @@
 #include "decoders/engine.h"
 #include "decoders/model.h"
 #include "decoders/runtime.h"
-#include "harness/train.h"
+#include "harness/train/checkpoint_writer.h"
+#include "harness/train/target.h"
 #include "tests/chi2.h"
 #include "tests/test_util.h"
 
@@ -113,8 +114,8 @@ Chi2 chi2_test(const std::vector<int64_t>& counts, const std::vector<double>& pr
 // ---------------------------------------------------------------- the model pair
 
 // A tiny random Qwen3 target and a draft that is a perturbed copy of it (so they agree often but
-// not always), written with the repo's own checkpoint writer (harness/train.h) in float32 and
-// loaded in float32. Weights are scaled up from the training init so the next-token laws are far
+// not always), written with the repo's own checkpoint writer
+// (harness/train/checkpoint_writer.h) in float32 and loaded in float32. Weights are scaled up from the training init so the next-token laws are far
 // from uniform (logit std ~2.5) and depend on the context through attention and the MLP.
 struct Pair {
   fs::path target_dir, draft_dir;

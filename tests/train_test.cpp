@@ -10,14 +10,18 @@
 #include <filesystem>
 
 #include "datasets/synth_gsm.h"
-#include "decoders/bpe_trainer.h"
 #include "decoders/eagle3.h"
 #include "decoders/model.h"
 #include "decoders/safetensors.h"
-#include "decoders/safetensors_writer.h"
 #include "decoders/tokenizer.h"
 #include "harness/base/error.h"
-#include "harness/train.h"
+#include "harness/train/batch.h"
+#include "harness/train/bpe_trainer.h"
+#include "harness/train/checkpoint_writer.h"
+#include "harness/train/eagle3.h"
+#include "harness/train/optimizer.h"
+#include "harness/train/safetensors_writer.h"
+#include "harness/train/target.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;

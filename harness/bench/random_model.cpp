@@ -24,7 +24,7 @@
 #include "harness/run/environment.h"
 #include "harness/base/error.h"
 #include "harness/run/model_setup.h"
-#include "harness/train.h"
+#include "harness/train/checkpoint_writer.h"
 
 namespace ears {
 using namespace bench;
@@ -56,8 +56,7 @@ void write_random_qwen3(const GeneratedModelSpec& s, const fs::path& dir, uint64
   arch.max_position_embeddings = 4096;
   arch.tie_word_embeddings = s.tie_embeddings;
   const ModelConfig c = qwen3_config(arch, s.vocab, /*eos_token_id=*/1);
-  std::ofstream(dir / "config.json") << qwen3_config_json(c, at::kBFloat16);
-  save_safetensors(dir / "model.safetensors", init_qwen3_params(c, seed), at::kBFloat16);
+  save_random_qwen3(dir, c, seed);
 }
 
 }  // namespace ears

@@ -8,7 +8,9 @@
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
 #include "harness/base/error.h"
-#include "harness/train.h"
+#include "harness/train/corpus.h"
+#include "harness/train/eagle3.h"
+#include "harness/train/target.h"
 
 namespace ears {
 namespace {

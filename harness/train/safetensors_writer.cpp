@@ -1,4 +1,4 @@
-#include "decoders/safetensors_writer.h"
+#include "harness/train/safetensors_writer.h"
 
 #include <nlohmann/json.hpp>
 

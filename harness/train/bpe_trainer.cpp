@@ -1,4 +1,4 @@
-#include "decoders/bpe_trainer.h"
+#include "harness/train/bpe_trainer.h"
 
 #include <nlohmann/json.hpp>
 

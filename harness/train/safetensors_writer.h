@@ -3,7 +3,7 @@
 // u64 header length N, N bytes of JSON padded with spaces so that 8 + N is a multiple of 8,
 // then the tensors back to back in sorted-name order. Header:
 //   {"__metadata__": {...}, name: {"dtype", "shape", "data_offsets": [begin, end]}}.
-// Tensor -> bytes conversion for at::Tensor lives with the training code (harness/train.h).
+// Tensor -> bytes conversion for at::Tensor lives with the training code (harness/train/checkpoint_writer.h).
 #pragma once
 #include <cstdint>
 #include <filesystem>

@@ -1,0 +1,275 @@
+#include "harness/train/eagle3.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "decoders/layers.h"
+#include "decoders/model.h"
+#include "decoders/runtime.h"
+#include "decoders/safetensors.h"
+#include "decoders/tokenizer.h"
+#include "harness/base/error.h"
+#include "harness/train/batch.h"
+#include "harness/train/eval.h"
+#include "harness/train/target.h"
+
+namespace ears {
+
+namespace fs = std::filesystem;
+using ojson = nlohmann::ordered_json;
+
+ParamMap init_eagle3_params(const ModelConfig& c, int64_t n_aux, uint64_t seed, const at::Tensor& lm_head,
+                            const at::Tensor& final_norm) {
+  at::manual_seed(seed);
+  const auto opt = at::TensorOptions().dtype(at::kFloat);
+  const int64_t d = c.hidden_size, H = c.num_attention_heads, K = c.num_key_value_heads, hd = c.head_dim;
+  const int64_t I = c.intermediate_size, V = c.vocab_size;
+  const c10::Device dev = lm_head.defined() ? lm_head.device() : c10::Device(c10::kCPU);
+  ParamMap p;
+  auto normal = [&](const std::string& name, std::vector<int64_t> shape, double s) {
+    p[name] = (at::randn(shape, opt) * s).to(dev).requires_grad_(true);
+  };
+  auto ones = [&](const std::string& name) { p[name] = at::ones({d}, opt).to(dev).requires_grad_(true); };
+  normal("fc.weight", {d, n_aux * d}, 0.02);
+  ones("midlayer.input_layernorm.weight");
+  ones("midlayer.hidden_norm.weight");
+  ones("midlayer.post_attention_layernorm.weight");
+  normal("midlayer.self_attn.q_proj.weight", {H * hd, 2 * d}, 0.02);
+  normal("midlayer.self_attn.k_proj.weight", {K * hd, 2 * d}, 0.02);
+  normal("midlayer.self_attn.v_proj.weight", {K * hd, 2 * d}, 0.02);
+  normal("midlayer.self_attn.o_proj.weight", {d, H * hd}, 0.02);
+  normal("midlayer.mlp.gate_proj.weight", {I, d}, 0.02);
+  normal("midlayer.mlp.up_proj.weight", {I, d}, 0.02);
+  normal("midlayer.mlp.down_proj.weight", {d, I}, 0.02);
+  if (final_norm.defined()) p["norm.weight"] = final_norm.detach().to(at::kFloat).clone().requires_grad_(true);
+  else ones("norm.weight");
+  if (lm_head.defined()) p["lm_head.weight"] = lm_head.detach().to(at::kFloat).clone().requires_grad_(true);
+  else normal("lm_head.weight", {V, d}, 0.02);
+  return p;
+}
+
+namespace {
+
+// x shifted left by n along dim 1, zero-filled at the end.
+at::Tensor shift_left(const at::Tensor& x, int64_t n) {
+  const int64_t N = x.size(1);
+  if (n >= N) return at::zeros_like(x);
+  std::vector<int64_t> pad_shape = x.sizes().vec();
+  pad_shape[1] = n;
+  return at::cat({x.narrow(1, n, N - n), at::zeros(pad_shape, x.options())}, 1);
+}
+
+}  // namespace
+
+TttOutput eagle3_ttt_forward(const ParamMap& p, const ModelConfig& c, const at::Tensor& embed, const at::Tensor& features,
+                             const at::Tensor& target_logits, const at::Tensor& ids, const at::Tensor& loss_mask,
+                             int ttt_steps, bool keep_logits) {
+  const int64_t B = ids.size(0), N = ids.size(1);
+  const int64_t H = c.num_attention_heads, K = c.num_key_value_heads, hd = c.head_dim, G = H / K;
+  const double eps = c.rms_norm_eps, scale = std::pow(static_cast<double>(hd), -0.5);
+  const auto dev = ids.device();
+  const at::Tensor inv_freq = layers::rope_inv_freq(hd, c.rope, dev);
+  const at::Tensor ar = at::arange(N, at::TensorOptions().dtype(at::kLong).device(dev));
+  // Block 0: key s visible to query t iff s <= t (padding sits at the end and is never a loss slot).
+  const at::Tensor blocked0 = (ar.view({1, N}) > ar.view({N, 1})).view({1, 1, 1, N, N});
+  const at::Tensor teacher_all = at::softmax(target_logits.to(at::kFloat), -1).detach();
+  const at::Tensor teacher_arg_all = target_logits.argmax(-1);
+  const c10::ScalarType dt = need_param(p, "fc.weight").scalar_type();  // compute dtype = the weights' dtype
+
+  at::Tensor h = layers::linear(features.to(dt), need_param(p, "fc.weight"));
+  std::vector<at::Tensor> keys, values;  // per step [B, K, 1, N, hd]
+  TttOutput out;
+  at::Tensor total;
+  for (int k = 0; k < ttt_steps; ++k) {
+    const at::Tensor tok = shift_left(ids, k + 1);
+    const at::Tensor emb = at::embedding(embed, tok).to(dt).detach();
+    const at::Tensor x = at::cat({layers::rms_norm(emb, need_param(p, "midlayer.input_layernorm.weight"), eps),
+                                  layers::rms_norm(h, need_param(p, "midlayer.hidden_norm.weight"), eps)},
+                                 -1);
+    const layers::RopeTables rope = layers::rope_tables(inv_freq, (ar + k).view({1, N}).expand({B, N}), dt);
+    const at::Tensor q = layers::apply_rope(layers::linear(x, need_param(p, "midlayer.self_attn.q_proj.weight")).view({B, N, H, hd}), rope);
+    const at::Tensor kk = layers::apply_rope(layers::linear(x, need_param(p, "midlayer.self_attn.k_proj.weight")).view({B, N, K, hd}), rope);
+    const at::Tensor vv = layers::linear(x, need_param(p, "midlayer.self_attn.v_proj.weight")).view({B, N, K, hd});
+    keys.push_back(kk.permute({0, 2, 1, 3}).unsqueeze(2));    // [B, K, 1, N, hd]
+    values.push_back(vv.permute({0, 2, 1, 3}).unsqueeze(2));
+    // Query head h = kv * G + g uses KV head kv (HF repeat_kv).
+    const at::Tensor qg = q.view({B, N, K, G, hd}).permute({0, 2, 3, 1, 4});  // [B, K, G, N, hd]
+    std::vector<at::Tensor> scores = {
+        at::matmul(qg, keys[0].transpose(-1, -2)).mul(scale).masked_fill(blocked0, -std::numeric_limits<double>::infinity())};
+    for (int i = 1; i <= k; ++i) scores.push_back((qg * keys[i]).sum(-1, /*keepdim=*/true).mul(scale));  // [B,K,G,N,1]
+    const at::Tensor probs = at::softmax(at::cat(scores, -1), -1, at::kFloat).to(dt);
+    at::Tensor attn = at::matmul(probs.narrow(-1, 0, N), values[0]);
+    for (int i = 1; i <= k; ++i) attn = attn + probs.narrow(-1, N + i - 1, 1) * values[i];
+    attn = attn.permute({0, 3, 1, 2, 4}).reshape({B, N, H * hd});
+    const at::Tensor r = h + layers::linear(attn, need_param(p, "midlayer.self_attn.o_proj.weight"));
+    const at::Tensor h_out =
+        r + swiglu_mlp(layers::rms_norm(r, need_param(p, "midlayer.post_attention_layernorm.weight"), eps),
+                       need_param(p, "midlayer.mlp.gate_proj.weight"), need_param(p, "midlayer.mlp.up_proj.weight"),
+                       need_param(p, "midlayer.mlp.down_proj.weight"));
+    const at::Tensor logits = layers::linear(layers::rms_norm(h_out, need_param(p, "norm.weight"), eps), need_param(p, "lm_head.weight"));
+    if (k == 0) out.step0_logits = logits;
+    if (keep_logits) out.logits.push_back(logits);
+
+    const at::Tensor teacher = shift_left(teacher_all, k + 1);
+    const at::Tensor mask = shift_left(loss_mask, k + 2);  // token t+k+2 exists and is a loss token
+    const at::Tensor ce = -(teacher * at::log_softmax(logits, -1, at::kFloat)).sum(-1);  // [B, N]
+    const at::Tensor count = mask.sum();
+    const at::Tensor loss = (ce * mask).sum() / count.clamp_min(1.0);  // fp32
+    const at::Tensor correct = ((logits.argmax(-1) == shift_left(teacher_arg_all, k + 1)).to(at::kFloat) * mask).sum();
+    out.loss.push_back(loss);
+    out.correct.push_back(correct.detach());
+    out.count.push_back(count.detach());
+    const at::Tensor weighted = loss * std::pow(0.8, k);
+    total = total.defined() ? total + weighted : weighted;
+    h = h_out;
+  }
+  out.total = total;
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// end-to-end
+
+namespace {
+
+// The aux layer ids (default {1, L/2, L-1}), each checked against the target's L layers.
+std::vector<int> resolve_aux_layers(const std::vector<int>& given, int L) {
+  std::vector<int> aux = given;
+  if (aux.empty()) aux = {1, std::max(1, L / 2), std::max(1, L - 1)};
+  for (int a : aux)
+    if (a < 0 || a >= L) fail("--aux-layers: id {} is outside 0..{} (hidden state entering layer i; {} layers)", a, L - 1, L);
+  return aux;
+}
+
+// Per-TTT-step argmax agreement with the target, summed on the device over a log window.
+class TttAccuracy {
+ public:
+  explicit TttAccuracy(int steps) : correct_(static_cast<size_t>(steps)), count_(static_cast<size_t>(steps)) {}
+
+  void add(const TttOutput& t) {
+    for (std::size_t k = 0; k < correct_.size(); ++k) {
+      correct_[k] = correct_[k].defined() ? correct_[k] + t.correct[k].cpu() : t.correct[k].cpu();
+      count_[k] = count_[k].defined() ? count_[k] + t.count[k].cpu() : t.count[k].cpu();
+    }
+  }
+
+  // "  acc a0 a1 ...  (1 + sum prod acc = x)" for the window so far; starts a new window.
+  std::string take_text() {
+    std::string s = "  acc";
+    double sim = 1.0, prod = 1.0;
+    for (std::size_t k = 0; k < correct_.size(); ++k) {
+      const double a = correct_[k].defined() ? correct_[k].item<double>() / std::max(1.0, count_[k].item<double>()) : 0.0;
+      s += fmt::format(" {:.3f}", a);
+      prod *= a;
+      sim += prod;
+      correct_[k] = at::Tensor();
+      count_[k] = at::Tensor();
+    }
+    return s + fmt::format("  (1 + sum prod acc = {:.2f})", sim);
+  }
+
+ private:
+  std::vector<at::Tensor> correct_, count_;
+};
+
+// The head's parameters; with warm_start_lm_head its lm_head and norm start from the target's.
+ParamMap eagle3_params(const Eagle3TrainOptions& o, const CausalLM& target, const ModelConfig& hc, std::size_t n_aux,
+                       c10::Device device) {
+  at::Tensor final_norm;
+  if (o.warm_start_lm_head)
+    final_norm = Checkpoint::open(o.target).load("model.norm.weight", device, at::kFloat,
+                                                 std::vector<int64_t>{target.config().hidden_size});
+  return init_eagle3_params(hc, static_cast<int64_t>(n_aux), o.schedule.seed,
+                            o.warm_start_lm_head ? target.lm_head_weight() : at::Tensor(), final_norm);
+}
+
+// The step's loss: the frozen target's logits and aux features (no grad), then the TTT unroll
+// on the master weights cast to the compute dtype.
+at::Tensor eagle3_step_loss(const CausalLM& target, const ParamMap& params, c10::ScalarType compute, const ModelConfig& hc,
+                            const at::Tensor& embed, const PaddedBatch& b, const std::vector<int>& aux, int ttt_steps,
+                            TttAccuracy& acc) {
+  at::Tensor logits;
+  std::vector<at::Tensor> feats;
+  {
+    at::NoGradGuard no_grad;
+    ForwardOptions fo;
+    fo.aux_layers = aux;
+    ForwardOutput f = target.forward(b.ids, fo);
+    logits = f.logits;
+    feats = std::move(f.aux_hidden);
+  }
+  TttOutput t = eagle3_ttt_forward(cast_params(params, compute), hc, embed, at::cat(feats, -1), logits, b.ids, b.loss_mask,
+                                   ttt_steps);
+  acc.add(t);
+  return t.total;
+}
+
+void evaluate_eagle3(const Eagle3TrainOptions& o, TrainReport& r, const LogFn& log) {
+  const double t0 = now_s();
+  const EvalResult e = evaluate_pair(o.target, o.out, o.eval_n, o.eval_gamma, o.eval_max_new_tokens);
+  r.metrics["tau"] = e.tau;
+  r.metrics["gamma"] = o.eval_gamma;
+  r.metrics["synth_gsm_test_accuracy"] = e.accuracy;
+  r.metrics["eval_n"] = static_cast<double>(e.n);
+  emit(log, fmt::format("eval: tau {:.2f} at gamma {} (greedy) on {} synth-gsm test problems, accuracy {:.1f}%, {:.1f} tok/s, {:.0f} s",
+                        e.tau, o.eval_gamma, e.n, 100 * e.accuracy, e.tokens_per_s, now_s() - t0));
+}
+
+ojson eagle3_options_json(const Eagle3TrainOptions& o, const std::vector<int>& aux, const std::string& natural_source,
+                          int64_t n_params) {
+  return {{"target", o.target.string()},
+          {"arch", {{"heads", o.arch.heads}, {"kv_heads", o.arch.kv_heads}, {"head_dim", o.arch.head_dim},
+                    {"intermediate", o.arch.intermediate}, {"aux_layers", aux}}},
+          {"schedule", schedule_json(o.schedule)}, {"corpus", corpus_json(o.corpus, natural_source)},
+          {"natural_fraction", o.natural_fraction}, {"ttt_steps", o.ttt_steps},
+          {"warm_start_lm_head", o.warm_start_lm_head}, {"parameters", n_params}};
+}
+
+}  // namespace
+
+TrainReport train_eagle3(const Eagle3TrainOptions& o, const LogFn& log) {
+  const TrainSchedule& s = o.schedule;
+  set_threads(s.threads);
+  const c10::Device device = parse_device(s.device, "--device");
+  if (o.ttt_steps < 1) fail("--ttt must be at least 1");
+  const c10::ScalarType compute = parse_dtype(s.dtype, "--dtype");
+  const CausalLM target = CausalLM::load(o.target, device, compute);
+  const ModelConfig& tc = target.config();
+  const Tokenizer tok = Tokenizer::load(o.target);
+  const std::vector<int> aux = resolve_aux_layers(o.arch.aux_layers, static_cast<int>(tc.num_hidden_layers));
+  const ModelConfig hc = eagle3_config(o.arch, tc);
+
+  const double t0 = now_s();
+  const DocPools pools = build_doc_pools(tok, o.corpus, /*prompt_weight=*/0.0f);
+  emit(log, fmt::format("data: {} chat documents, {} natural documents from {}; {:.1f} s", pools.chat.size(), pools.natural.size(),
+                        pools.natural_source, now_s() - t0));
+  DocSampler sampler(pools, o.natural_fraction, s.seed);
+  ParamMap params = eagle3_params(o, target, hc, aux.size(), device);
+  const int64_t n_params = numel_total(params);
+  emit(log, fmt::format("head: hidden {}, {} heads, intermediate {}, aux layers [{}], {:.2f} M trainable parameters, TTT {} steps",
+                        hc.hidden_size, hc.num_attention_heads, hc.intermediate_size, fmt::join(aux, ", "), n_params / 1e6,
+                        o.ttt_steps));
+
+  TttAccuracy acc(o.ttt_steps);
+  const at::Tensor embed = target.embedding_weight();
+  TrainReport r = run_loop(
+      s, values_of(params), decay_flags(params),
+      [&](int64_t) {
+        const PaddedBatch b = pad_batch(sampler, s.batch, s.seq_len, device);
+        return eagle3_step_loss(target, params, compute, hc, embed, b, aux, o.ttt_steps, acc);
+      },
+      log, [&] { return acc.take_text(); });
+  save_eagle3(o.out, params, hc, tc, aux);
+  emit(log, fmt::format("saved {} ({} steps, {:.1f} s, {:.3f} s/step)", o.out.string(), r.steps_done, r.seconds, r.step_seconds));
+  if (o.eval_n > 0) evaluate_eagle3(o, r, log);
+  write_train_log(o.out / "train_log.json", "eagle3", eagle3_options_json(o, aux, pools.natural_source, n_params), r);
+  return r;
+}
+
+}  // namespace ears
