@@ -11,6 +11,7 @@
 #include "decoders/layers.h"
 #include "decoders/safetensors.h"
 #include "harness/base/files.h"
+#include "harness/base/json.h"
 #include "harness/base/error.h"
 
 namespace ears {
@@ -23,19 +24,16 @@ Eagle3Head Eagle3Head::load(const std::filesystem::path& dir, const CausalLM& ta
   j = nlohmann::json::parse(read_file(config_path, "config.json"), nullptr, /*allow_exceptions=*/false);
   const ModelConfig& c = head.cfg_;
   const ModelConfig& tc = target.config();
-  auto get_int = [&](const char* key, int64_t fallback) -> int64_t {
-    if (!j.contains(key) || j[key].is_null()) return fallback;
-    if (!j[key].is_number_integer()) fail("{}: key '{}' must be an integer", config_path.string(), key);
-    return j[key].get<int64_t>();
-  };
+  const std::string origin = config_path.string();
+  const JsonKeys keys{j, origin};
   // EAGLE-3 configs carry the target's vocabulary as vocab_size (the head embeds target ids) and
   // their own as draft_vocab_size.
   if (c.vocab_size != tc.vocab_size)
     fail("{}: vocab_size {} does not match the target's vocab_size {} ({}); this draft was trained for another "
          "target",
          config_path.string(), c.vocab_size, tc.vocab_size, target.dir().string());
-  head.draft_vocab_ = get_int("draft_vocab_size", c.vocab_size);
-  const int64_t target_hidden = get_int("target_hidden_size", c.hidden_size);
+  head.draft_vocab_ = keys.opt_int("draft_vocab_size", c.vocab_size);
+  const int64_t target_hidden = keys.opt_int("target_hidden_size", c.hidden_size);
   if (target_hidden != tc.hidden_size)
     fail("{}: target_hidden_size {} does not match the target's hidden_size {} ({}); this draft was trained for "
          "another target",

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "harness/base/files.h"
+#include "harness/base/json.h"
 #include "harness/base/error.h"
 
 namespace ears {
@@ -15,81 +16,8 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string json_type(const json& v) {
-  if (v.is_number_integer() || v.is_number_unsigned()) return "integer " + v.dump();
-  if (v.is_number_float()) return "number " + v.dump();
-  std::string d = v.dump();
-  if (d.size() > 40) d = d.substr(0, 37) + "...";
-  return std::string(v.type_name()) + " " + d;
-}
-
-// Typed access to config.json keys with one-line errors naming the file and key.
-struct Keys {
-  const json& j;
-  const std::string& origin;
-
-  const json* find(const char* key) const {
-    auto it = j.find(key);
-    if (it == j.end() || it->is_null()) return nullptr;
-    return &*it;
-  }
-  const json& need(const char* key) const {
-    const json* v = find(key);
-    if (!v) fail("{}: missing key '{}'; a Hugging Face config.json of this architecture defines it (re-download or fix the file)", origin, key);
-    return *v;
-  }
-  int64_t as_int(const json& v, const char* key) const {
-    if (v.is_number_integer() || v.is_number_unsigned()) return v.get<int64_t>();
-    if (v.is_number_float()) {
-      const double d = v.get<double>();
-      if (std::floor(d) == d) return static_cast<int64_t>(d);
-    }
-    fail("{}: key '{}' must be an integer, got {}", origin, key, json_type(v));
-  }
-  double as_double(const json& v, const char* key) const {
-    if (v.is_number()) return v.get<double>();
-    fail("{}: key '{}' must be a number, got {}", origin, key, json_type(v));
-  }
-  int64_t req_int(const char* key) const { return as_int(need(key), key); }
-  int64_t positive_int(const char* key) const {
-    const int64_t v = req_int(key);
-    if (v <= 0) fail("{}: key '{}' must be positive, got {}", origin, key, v);
-    return v;
-  }
-  int64_t opt_int(const char* key, int64_t def) const {
-    const json* v = find(key);
-    return v ? as_int(*v, key) : def;
-  }
-  double req_double(const char* key) const { return as_double(need(key), key); }
-  double opt_double(const char* key, double def) const {
-    const json* v = find(key);
-    return v ? as_double(*v, key) : def;
-  }
-  bool opt_bool(const char* key, bool def) const {
-    const json* v = find(key);
-    if (!v) return def;
-    if (!v->is_boolean()) fail("{}: key '{}' must be true or false, got {}", origin, key, json_type(*v));
-    return v->get<bool>();
-  }
-  std::optional<std::string> opt_string(const char* key) const {
-    const json* v = find(key);
-    if (!v) return std::nullopt;
-    if (!v->is_string()) fail("{}: key '{}' must be a string, got {}", origin, key, json_type(*v));
-    return v->get<std::string>();
-  }
-  // int, list of ints, or null/absent.
-  std::vector<int64_t> int_list(const char* key) const {
-    const json* v = find(key);
-    if (!v) return {};
-    if (!v->is_array()) return {as_int(*v, key)};
-    std::vector<int64_t> out;
-    for (const auto& e : *v) out.push_back(as_int(e, key));
-    return out;
-  }
-};
-
 RopeConfig parse_rope(const json& j, const std::string& origin) {
-  Keys k{j, origin};
+  JsonKeys k{j, origin};
   RopeConfig rope;
   const json* params = k.find("rope_parameters");  // transformers v5 layout
   const json* scaling = k.find("rope_scaling");
@@ -99,12 +27,12 @@ RopeConfig parse_rope(const json& j, const std::string& origin) {
     fail("{}: key 'rope_scaling' must be an object or null, got {}", origin, json_type(*scaling));
   rope.theta = k.opt_double("rope_theta", 10000.0);
   if (params) {
-    Keys p{*params, origin};
+    JsonKeys p{*params, origin};
     rope.theta = p.opt_double("rope_theta", rope.theta);
   }
   const json* spec = scaling ? scaling : params;
   if (!spec) return rope;
-  Keys s{*spec, origin};
+  JsonKeys s{*spec, origin};
   std::string type = s.opt_string("rope_type").value_or(s.opt_string("type").value_or("default"));
   if (type == "default") return rope;
   if (type == "linear") {
@@ -152,7 +80,7 @@ ModelConfig ModelConfig::parse(const std::string& json_text, const std::string& 
     fail("{}: invalid JSON ({})", origin, e.what());
   }
   if (!j.is_object()) fail("{}: expected a JSON object at the top level", origin);
-  Keys k{j, origin};
+  JsonKeys k{j, origin};
   ModelConfig c;
 
   // Architecture: architectures[0], else model_type.

@@ -1,8 +1,88 @@
 #include "harness/base/json.h"
 
+#include <cmath>
+
+#include "harness/base/error.h"
+
 #include <fmt/format.h>
 
 namespace ears {
+
+std::string json_type(const nlohmann::json& v) {
+  if (v.is_number_integer() || v.is_number_unsigned()) return "integer " + v.dump();
+  if (v.is_number_float()) return "number " + v.dump();
+  std::string d = v.dump();
+  if (d.size() > 40) d = d.substr(0, 37) + "...";
+  return std::string(v.type_name()) + " " + d;
+}
+
+const nlohmann::json* JsonKeys::find(const char* key) const {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+const nlohmann::json& JsonKeys::need(const char* key) const {
+  const nlohmann::json* v = find(key);
+  if (!v)
+    fail("{}: missing key '{}'; a Hugging Face config.json of this architecture defines it (re-download or fix the file)",
+         origin, key);
+  return *v;
+}
+
+int64_t JsonKeys::as_int(const nlohmann::json& v, const char* key) const {
+  if (v.is_number_integer() || v.is_number_unsigned()) return v.get<int64_t>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::floor(d) == d) return static_cast<int64_t>(d);
+  }
+  fail("{}: key '{}' must be an integer, got {}", origin, key, json_type(v));
+}
+
+double JsonKeys::as_double(const nlohmann::json& v, const char* key) const {
+  if (v.is_number()) return v.get<double>();
+  fail("{}: key '{}' must be a number, got {}", origin, key, json_type(v));
+}
+
+int64_t JsonKeys::positive_int(const char* key) const {
+  const int64_t v = req_int(key);
+  if (v <= 0) fail("{}: key '{}' must be positive, got {}", origin, key, v);
+  return v;
+}
+
+int64_t JsonKeys::opt_int(const char* key, int64_t def) const {
+  const nlohmann::json* v = find(key);
+  return v ? as_int(*v, key) : def;
+}
+
+double JsonKeys::opt_double(const char* key, double def) const {
+  const nlohmann::json* v = find(key);
+  return v ? as_double(*v, key) : def;
+}
+
+bool JsonKeys::opt_bool(const char* key, bool def) const {
+  const nlohmann::json* v = find(key);
+  if (!v) return def;
+  if (!v->is_boolean()) fail("{}: key '{}' must be true or false, got {}", origin, key, json_type(*v));
+  return v->get<bool>();
+}
+
+std::optional<std::string> JsonKeys::opt_string(const char* key) const {
+  const nlohmann::json* v = find(key);
+  if (!v) return std::nullopt;
+  if (!v->is_string()) fail("{}: key '{}' must be a string, got {}", origin, key, json_type(*v));
+  return v->get<std::string>();
+}
+
+std::vector<int64_t> JsonKeys::int_list(const char* key) const {
+  const nlohmann::json* v = find(key);
+  if (!v) return {};
+  if (!v->is_array()) return {as_int(*v, key)};
+  std::vector<int64_t> out;
+  for (const auto& e : *v) out.push_back(as_int(e, key));
+  return out;
+}
+
 
 namespace {
 

@@ -53,98 +53,69 @@ std::vector<int32_t> parse_prompt_ids(const std::string& text) {
   return ids;
 }
 
-}  // namespace
+// The arms, taking turns run by run.
+struct Arm {
+  std::string mode;
+  Engine* engine;
+  std::optional<VerifierSpec::Kind> kind;
+};
 
-int run_bench_e2e(const E2eBenchArgs& a, const BenchCommon& c) {
-  const int threads = set_threads(c.threads);
-  json env = environment(threads);  // before the benchmark loads the machine
-  const c10::Device device = parse_device(c.device, "--device");
-  const int repeats = c.repeats > 0 ? c.repeats : (c.quick ? 1 : 5);
-  std::vector<double> temps = a.temperatures.empty() ? std::vector<double>{0.0, 0.9} : a.temperatures;
-
-  json bw = json::array({bandwidth_json(measure_bandwidth(bandwidth_options(c, device)), "start")});
-  ModelSetup setup;
-  setup.target_path = a.target;
-  setup.dtype = a.dtype;
-  setup.device = c.device;
-  setup.draft_kind = a.draft_kind;
-  setup.draft_path = a.draft;
-  if (a.draft.empty()) fail("--draft: give a draft checkpoint directory (EAGLE-3 head or, with --draft-kind model, an LM)");
-  LoadedModels m = load_models(setup, /*need_tokenizer=*/false);
-  env["model"] = model_environment_json(*m.target, a.dtype);
-  const int64_t V = m.target->config().vocab_size;
-  std::vector<int32_t> prompt = parse_prompt_ids(a.prompt_ids);
-  if (prompt.empty())  // a fixed pseudo-random prompt of 32 ids
-    for (int64_t i = 0; i < 32; ++i) prompt.push_back(static_cast<int32_t>((17 + 7919 * i) % std::min<int64_t>(V, 30000)));
-  for (int32_t id : prompt)
-    if (id >= V) fail("--prompt-ids: id {} is outside the target vocabulary of {} ids", id, V);
-
-  Engine target_only(*m.target, nullptr, nullptr);
-  Engine speculative(*m.target, m.drafter.get(), nullptr);
-  GenRequest req;
-  req.prompt = prompt;
-  req.run_seed = a.seed;
-  req.key = "bench-e2e";
-
-  struct Arm {
-    std::string mode;
-    Engine* engine;
-    std::optional<VerifierSpec::Kind> kind;
-  };
-  std::vector<Arm> arms = {{"target-only", &target_only, std::nullopt},
-                           {"speculative", &speculative, VerifierSpec::Baseline},
-                           {"speculative", &speculative, VerifierSpec::Ears},
-                           {"speculative", &speculative, VerifierSpec::Typical}};
-  json rows = json::array();
-  for (double T : temps) {
-    std::vector<DecodeParams> params;
-    for (const auto& arm : arms) {
-      runner::DecodeSettings s;
-      s.temperature = T;
-      s.gamma = a.gamma;
-      s.max_new_tokens = a.max_new_tokens;
-      s.distortion = a.distortion;
-      if (arm.kind) s.verifier = to_string(*arm.kind);
-      s.beta = a.beta;
-      const DecodeParams p = runner::decode_params(s, {});
-      DecodeParams warm = p;
-      warm.max_new_tokens = std::min<int64_t>(8, p.max_new_tokens);
-      arm.engine->generate({req}, warm);
-      params.push_back(p);
-    }
-    // The arms take turns (rotating), so the speedup column is a ratio measured side by side.
-    std::vector<std::vector<GenResult>> runs(arms.size());
-    rotating(arms.size(), repeats, [&](size_t i) {
-      GenResult g = arms[i].engine->generate({req}, params[i]).at(0);
-      if (!g.error.empty()) fail("bench e2e: generation failed: {}", g.error);
-      runs[i].push_back(std::move(g));
-    });
-    double base_tps = 0;
-    for (size_t i = 0; i < arms.size(); ++i) {
-      const Arm& arm = arms[i];
-      std::vector<GenResult>& rs = runs[i];
-      std::sort(rs.begin(), rs.end(), [](const GenResult& x, const GenResult& y) { return x.latency_s < y.latency_s; });
-      const GenResult& g = rs[rs.size() / 2];
-      const auto& st = g.stats;
-      const double tps = g.ids.size() / g.latency_s;
-      if (!arm.kind) base_tps = tps;
-      rows.push_back({{"mode", arm.mode},
-                      {"verifier", arm.kind ? to_string(*arm.kind) : std::string("-")},
-                      {"temperature", T},
-                      {"new_tokens", g.ids.size()},
-                      {"steps", st.steps},
-                      {"mean_accept_length", st.steps ? double(st.emitted()) / st.steps : 0.0},
-                      {"tokens_per_s", tps},
-                      {"speedup", base_tps > 0 ? tps / base_tps : 1.0},
-                      {"latency_ms", g.latency_s * 1e3},
-                      {"prefill_ms", st.prefill_s * 1e3},
-                      {"draft_ms", st.draft_s * 1e3},
-                      {"verify_ms", st.verify_s * 1e3},
-                      {"other_ms", st.other_s * 1e3},
-                      {"host_syncs", st.host_syncs},
-                      {"syncs_per_step", st.steps ? double(st.host_syncs) / st.steps : 0.0}});
-    }
+// One temperature: each arm warmed up, then `repeats` rotating runs; the median-latency run of
+// each arm as a row.
+void time_temperature(double T, const E2eBenchArgs& a, int repeats, const std::vector<Arm>& arms, const GenRequest& req,
+                      json& rows) {
+  std::vector<DecodeParams> params;
+  for (const auto& arm : arms) {
+    runner::DecodeSettings s;
+    s.temperature = T;
+    s.gamma = a.gamma;
+    s.max_new_tokens = a.max_new_tokens;
+    s.distortion = a.distortion;
+    if (arm.kind) s.verifier = to_string(*arm.kind);
+    s.beta = a.beta;
+    const DecodeParams p = runner::decode_params(s, {});
+    DecodeParams warm = p;
+    warm.max_new_tokens = std::min<int64_t>(8, p.max_new_tokens);
+    arm.engine->generate({req}, warm);
+    params.push_back(p);
   }
+  // The arms take turns (rotating), so the speedup column is a ratio measured side by side.
+  std::vector<std::vector<GenResult>> runs(arms.size());
+  rotating(arms.size(), repeats, [&](size_t i) {
+    GenResult g = arms[i].engine->generate({req}, params[i]).at(0);
+    if (!g.error.empty()) fail("bench e2e: generation failed: {}", g.error);
+    runs[i].push_back(std::move(g));
+  });
+  double base_tps = 0;
+  for (size_t i = 0; i < arms.size(); ++i) {
+    const Arm& arm = arms[i];
+    std::vector<GenResult>& rs = runs[i];
+    std::sort(rs.begin(), rs.end(), [](const GenResult& x, const GenResult& y) { return x.latency_s < y.latency_s; });
+    const GenResult& g = rs[rs.size() / 2];
+    const auto& st = g.stats;
+    const double tps = g.ids.size() / g.latency_s;
+    if (!arm.kind) base_tps = tps;
+    rows.push_back({{"mode", arm.mode},
+                    {"verifier", arm.kind ? to_string(*arm.kind) : std::string("-")},
+                    {"temperature", T},
+                    {"new_tokens", g.ids.size()},
+                    {"steps", st.steps},
+                    {"mean_accept_length", st.steps ? double(st.emitted()) / st.steps : 0.0},
+                    {"tokens_per_s", tps},
+                    {"speedup", base_tps > 0 ? tps / base_tps : 1.0},
+                    {"latency_ms", g.latency_s * 1e3},
+                    {"prefill_ms", st.prefill_s * 1e3},
+                    {"draft_ms", st.draft_s * 1e3},
+                    {"verify_ms", st.verify_s * 1e3},
+                    {"other_ms", st.other_s * 1e3},
+                    {"host_syncs", st.host_syncs},
+                    {"syncs_per_step", st.steps ? double(st.host_syncs) / st.steps : 0.0}});
+  }
+}
+
+// The JSON document and its Markdown, printed.
+void emit_e2e(const E2eBenchArgs& a, const BenchCommon& c, c10::Device device, int repeats, json env, json bw,
+              const std::vector<int32_t>& prompt, const json& rows) {
   bw.push_back(bandwidth_json(measure_bandwidth(bandwidth_options(c, device)), "end"));
 
   json doc;
@@ -186,6 +157,48 @@ int run_bench_e2e(const E2eBenchArgs& a, const BenchCommon& c) {
                         {"syncs_per_step", "syncs/step", 2}},
                        rows);
   emit(c, doc, md);
+}
+
+}  // namespace
+
+int run_bench_e2e(const E2eBenchArgs& a, const BenchCommon& c) {
+  const int threads = set_threads(c.threads);
+  json env = environment(threads);  // before the benchmark loads the machine
+  const c10::Device device = parse_device(c.device, "--device");
+  const int repeats = c.repeats > 0 ? c.repeats : (c.quick ? 1 : 5);
+  std::vector<double> temps = a.temperatures.empty() ? std::vector<double>{0.0, 0.9} : a.temperatures;
+
+  json bw = json::array({bandwidth_json(measure_bandwidth(bandwidth_options(c, device)), "start")});
+  ModelSetup setup;
+  setup.target_path = a.target;
+  setup.dtype = a.dtype;
+  setup.device = c.device;
+  setup.draft_kind = a.draft_kind;
+  setup.draft_path = a.draft;
+  if (a.draft.empty()) fail("--draft: give a draft checkpoint directory (EAGLE-3 head or, with --draft-kind model, an LM)");
+  LoadedModels m = load_models(setup, /*need_tokenizer=*/false);
+  env["model"] = model_environment_json(*m.target, a.dtype);
+  const int64_t V = m.target->config().vocab_size;
+  std::vector<int32_t> prompt = parse_prompt_ids(a.prompt_ids);
+  if (prompt.empty())  // a fixed pseudo-random prompt of 32 ids
+    for (int64_t i = 0; i < 32; ++i) prompt.push_back(static_cast<int32_t>((17 + 7919 * i) % std::min<int64_t>(V, 30000)));
+  for (int32_t id : prompt)
+    if (id >= V) fail("--prompt-ids: id {} is outside the target vocabulary of {} ids", id, V);
+
+  Engine target_only(*m.target, nullptr, nullptr);
+  Engine speculative(*m.target, m.drafter.get(), nullptr);
+  GenRequest req;
+  req.prompt = prompt;
+  req.run_seed = a.seed;
+  req.key = "bench-e2e";
+
+  const std::vector<Arm> arms = {{"target-only", &target_only, std::nullopt},
+                                 {"speculative", &speculative, VerifierSpec::Baseline},
+                                 {"speculative", &speculative, VerifierSpec::Ears},
+                                 {"speculative", &speculative, VerifierSpec::Typical}};
+  json rows = json::array();
+  for (double T : temps) time_temperature(T, a, repeats, arms, req, rows);
+  emit_e2e(a, c, device, repeats, env, bw, prompt, rows);
   return 0;
 }
 
