@@ -1,4 +1,4 @@
-// The engine's output law, end to end (issue 15, item 4). verify_test.cpp checks the verifiers
+// The engine's output law, end to end (issue 15, item 4). verify_kinds_test.cpp checks the verifiers
 // as pure functions; here the REAL Engine::generate (model drafter, KV caches, rollback, the
 // per-step uniforms, prefill sampling, bonus tokens) runs tens of thousands of times on a tiny
 // random Qwen3 pair with a 16-token vocabulary, and the joint law of the first 3 emitted tokens

@@ -1,6 +1,6 @@
 // Tests for reports/gate: the one gate grammar (YAML gates:, --check, --rules files), metric
 // names derived from the report's JSON, "*" expansion. Evaluation against a report is in
-// report_test.cpp (Gate.*), the YAML side in config_test.cpp (ConfigGates.*).
+// report_output_test.cpp (Gate.*), the YAML side in config_parse_test.cpp (ConfigGates.*).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>

@@ -1,6 +1,6 @@
 // The work plan of a run: which requests (a shard of the dataset), under which generator keys,
 // in which order (units of one arm over one group of requests). Torch-free, unit-tested
-// (tests/runner_test.cpp). The order is described at the top of harness/run/runner.h.
+// (tests/runner_helpers_test.cpp). The order is described at the top of harness/run/runner.h.
 #pragma once
 #include <cstdint>
 #include <ctime>

@@ -1,6 +1,6 @@
 // A run's results: one results.jsonl record per finished request (make_request_result), the
 // file's append-only writer and its repair after a kill, what is already done (--resume), and the
-// head of report.md printed at the end. The helpers are unit-tested (tests/runner_test.cpp).
+// head of report.md printed at the end. The helpers are unit-tested (tests/runner_helpers_test.cpp).
 #pragma once
 #include <cstdint>
 #include <filesystem>

@@ -20,7 +20,7 @@
 // The run's parts, in harness/run/: run_dir.h (lock, fingerprints, resume checks), plan.h (shards,
 // request keys, the order), models.h (model sets per arm), decode_params.h (ArmSpec ->
 // DecodeParams), environment.h (what ran), progress.h, results.h (results.jsonl, report.md's
-// head). The pure helpers are unit-tested (tests/runner_test.cpp).
+// head). The pure helpers are unit-tested (tests/runner_helpers_test.cpp).
 #pragma once
 #include <cstdint>
 #include <optional>

@@ -1,0 +1,321 @@
+// The speculative decoding engine's drafters (decoders/eagle3.h, decoders/draft.h) on the golden
+// fixtures (shared/fixtures/README.md): EAGLE-3 head numerics (prefill, chain, the raw-rows step on
+// every kernel path), the model drafter's greedy chain, and drafter rollback against a fresh start.
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <set>
+#include <cstdio>
+
+#include "decoders/draft.h"
+#include "decoders/eagle3.h"
+#include "decoders/engine.h"
+#include "decoders/model.h"
+#include "decoders/runtime.h"
+#include "harness/base/error.h"
+#include "tests/kernel_paths.h"
+#include "tests/tensor_test_util.h"
+#include "tests/test_util.h"
+#include "tests/engine_test_util.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace ears;
+using ears::test::max_abs;
+using ears::test::row_tensor;
+using ears::test::to_tensor;
+using namespace ears::test::engine_test;
+
+// ---------------------------------------------------------------------------------------------
+// 1. EAGLE-3 head and drafter against eagle3-tiny/expected.json
+
+TEST(Eagle3Fixture, HeadMatchesPrefillAndChain) {
+  EARS_REQUIRE_SHARED("fixtures/eagle3-tiny");
+  const json& e = expected("eagle3-tiny");
+  const double tol = 1e-4;
+  const CausalLM& t = target();
+  const Eagle3Head& h = head();
+  EXPECT_EQ(h.aux_layers(), (std::vector<int>{2, 3, 3}));
+  EXPECT_FALSE(h.own_embeddings());
+  EXPECT_EQ(h.draft_vocab(), 96);
+  EXPECT_EQ(to_vec(h.draft_to_target()), ids64(e["hot_target_ids"]));
+
+  for (const auto& c : e["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    const auto prompt = ids64(c["prompt_ids"]);
+    const int64_t L = static_cast<int64_t>(prompt.size());
+    ForwardOptions fo;
+    fo.aux_layers = h.aux_layers();
+    ForwardOutput tout = t.forward(row_tensor(prompt), fo);
+    const at::Tensor feats = at::cat(tout.aux_hidden, -1);  // [1, L, 192]
+    EXPECT_LE(max_abs(feats[0], to_tensor(c["target_aux_features"])), tol);
+    const int64_t x_L = tout.logits[0][L - 1].argmax().item<int64_t>();
+    EXPECT_EQ(x_L, c["target_next_token"].get<int64_t>());
+
+    std::vector<int64_t> tokens(prompt.begin() + 1, prompt.end());
+    tokens.push_back(x_L);
+    EXPECT_EQ(tokens, ids64(c["prefill"]["input_token_ids"]));
+
+    // Head alone on the fixture's features, then on ours (what the drafter sees).
+    for (int src = 0; src < 2; ++src) {
+      SCOPED_TRACE(src == 0 ? "fixture features" : "target features");
+      const at::Tensor in_feats = src == 0 ? to_tensor(c["target_aux_features"]).unsqueeze(0) : feats;
+      KVCache cache = h.new_cache(1, L + 8);
+      Eagle3Head::Output o = h.forward(row_tensor(tokens), in_feats, /*from_target=*/true, cache);
+      ASSERT_EQ(o.logits.sizes(), (at::IntArrayRef{1, L, 96}));
+      EXPECT_LE(max_abs(o.logits[0], to_tensor(c["prefill"]["logits"])), tol);
+      EXPECT_LE(max_abs(o.prenorm[0][L - 1], to_tensor(c["prefill"]["prenorm_hidden_last_position"])), tol);
+      EXPECT_EQ(cache.length(0), L);
+      int64_t draft_id = o.logits[0][L - 1].argmax().item<int64_t>();
+      EXPECT_EQ(draft_id, c["prefill"]["argmax_draft_id"].get<int64_t>());
+      int64_t tok = h.draft_to_target()[draft_id].item<int64_t>();
+      EXPECT_EQ(tok, c["prefill"]["argmax_target_id"].get<int64_t>());
+      std::vector<int64_t> drafts{tok};
+      at::Tensor hidden = o.prenorm.narrow(1, L - 1, 1);
+      for (const auto& step : c["chain"]) {
+        EXPECT_EQ(tok, step["input_token_id"].get<int64_t>());
+        Eagle3Head::Output s = h.forward(row_tensor({tok}), hidden, /*from_target=*/false, cache);
+        EXPECT_LE(max_abs(s.logits[0][0], to_tensor(step["logits"])), tol);
+        EXPECT_LE(max_abs(s.prenorm[0][0], to_tensor(step["prenorm_hidden"])), tol);
+        draft_id = s.logits[0][0].argmax().item<int64_t>();
+        EXPECT_EQ(draft_id, step["argmax_draft_id"].get<int64_t>());
+        tok = h.draft_to_target()[draft_id].item<int64_t>();
+        EXPECT_EQ(tok, step["argmax_target_id"].get<int64_t>());
+        drafts.push_back(tok);
+        hidden = s.prenorm;
+      }
+      EXPECT_EQ(cache.length(0), L + static_cast<int64_t>(c["chain"].size()));
+      EXPECT_EQ(drafts, ids64(c["draft_tokens_target_ids"]));
+    }
+  }
+}
+
+// The head's raw-rows step (decoders/eagle3_rows.cpp, on every CPU kernel path) against its ATen
+// path (the same head with the process switched to the aten path: ATen ops over the unpacked
+// weights) on the same 24 positions of two sequences: the rows path in one call and in chunks of
+// 3, 8 and 13 must give the ATen path's logits and pre-norm states up to rounding (different
+// GEMM summation orders; bf16 rounds each op). f32 and bf16 (the bundled pair's dtype).
+class Eagle3Rows : public ::testing::TestWithParam<kernels::Path> {};
+
+TEST_P(Eagle3Rows, OneCallAndChunksMatchTheAtenPath) {
+  EARS_REQUIRE_SHARED("fixtures/eagle3-tiny");
+  EARS_SKIP_UNSUPPORTED_PATH(GetParam());
+  const test::KernelPathGuard guard(GetParam());
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    const CausalLM t = CausalLM::load(fixture("qwen3-tiny"), at::kCPU, dtype);
+    const Eagle3Head h = Eagle3Head::load(fixture("eagle3-tiny"), t);
+    const int64_t L = 24;
+    at::Tensor ids = at::arange(L, at::kLong).mul_(37).remainder_(t.config().vocab_size).view({1, L});
+    ids = at::cat({ids, ids.flip(1)}, 0);  // B = 2
+    ForwardOptions fo;
+    fo.aux_layers = h.aux_layers();
+    const at::Tensor feats = at::cat(t.forward(ids, fo).aux_hidden, -1);  // [2, L, 3 * hidden]
+    Eagle3Head::Output aten;
+    {
+      const test::KernelPathGuard plain(kernels::Path::aten);
+      KVCache cache = h.new_cache(2, L);
+      aten = h.forward(ids, feats, /*from_target=*/true, cache);
+    }
+    for (const std::vector<int64_t>& chunks : {std::vector<int64_t>{L}, std::vector<int64_t>{3, 8, 13}}) {
+      KVCache cache = h.new_cache(2, L);
+      std::vector<at::Tensor> logits, prenorm;
+      for (const int64_t n : chunks) {
+        const int64_t at_pos = cache.length(0);
+        const Eagle3Head::Output o =
+            h.forward(ids.narrow(1, at_pos, n), feats.narrow(1, at_pos, n), /*from_target=*/true, cache);
+        logits.push_back(o.logits);
+        prenorm.push_back(o.prenorm);
+      }
+      EXPECT_EQ(cache.lengths(), (std::vector<int64_t>{L, L}));
+      const double tol = dtype == at::kFloat ? 1e-5 : 0.03;  // relative to the largest value
+      EXPECT_LE(max_abs(at::cat(logits, 1), aten.logits), tol * aten.logits.abs().max().item<double>());
+      EXPECT_LE(max_abs(at::cat(prenorm, 1), aten.prenorm), tol * aten.prenorm.abs().max().item<double>());
+      if (dtype == at::kFloat) EXPECT_TRUE(at::equal(at::cat(logits, 1).argmax(-1), aten.logits.argmax(-1)));
+    }
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Paths, Eagle3Rows, EARS_KERNEL_PATHS, test::path_param_name);
+
+TEST(Eagle3Fixture, DrafterProposesFixtureChainSoloAndRagged) {
+  EARS_REQUIRE_SHARED("fixtures/eagle3-tiny");
+  const json& cases = expected("eagle3-tiny")["cases"];
+  const CausalLM& t = target();
+  // Both cases in one right-padded batch (lengths 12 and 1), and each alone.
+  std::vector<std::vector<size_t>> layouts{{0}, {1}, {0, 1}, {1, 0}};
+  for (const auto& layout : layouts) {
+    const int64_t B = static_cast<int64_t>(layout.size());
+    std::vector<int64_t> lens;
+    for (size_t i : layout) lens.push_back(static_cast<int64_t>(cases[i]["prompt_ids"].size()));
+    const int64_t Lmax = *std::max_element(lens.begin(), lens.end());
+    at::Tensor ids = at::full({B, Lmax}, 3, at::kLong);  // pad id 3
+    std::vector<int64_t> first;
+    for (int64_t b = 0; b < B; ++b) {
+      ids[b].narrow(0, 0, lens[b]).copy_(at::tensor(ids64(cases[layout[b]]["prompt_ids"]), at::kLong));
+      first.push_back(cases[layout[b]]["target_next_token"].get<int64_t>());
+    }
+    KVCache tcache = t.new_cache(B, Lmax + 16);
+    ForwardOptions fo;
+    fo.aux_layers = head().aux_layers();
+    ForwardOutput tout = t.forward(ids, tcache, fo);
+    for (bool greedy : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "batch " << B << " first case " << layout[0] << " greedy " << greedy);
+      auto d = make_eagle3_drafter(head());
+      EXPECT_EQ(d->kind(), "eagle3");
+      EXPECT_EQ(d->aux_layers(), head().aux_layers());
+      d->begin(ids, lens, at::tensor(first, at::kLong), tout.aux_hidden, Lmax + 16);
+      SamplingParams sp;
+      sp.temperature = 0;
+      Proposal prop = d->propose(5, sp, greedy, at::full({B, 5}, 0.5f));
+      ASSERT_EQ(prop.tokens.sizes(), (at::IntArrayRef{B, 5}));
+      for (int64_t b = 0; b < B; ++b)
+        EXPECT_EQ(to_vec(prop.tokens[b]), ids64(cases[layout[b]]["draft_tokens_target_ids"]));
+      if (greedy) {
+        EXPECT_FALSE(prop.probs.defined());
+      } else {
+        ASSERT_EQ(prop.probs.sizes(), (at::IntArrayRef{B, 5, 320}));
+        EXPECT_TRUE(at::equal(prop.probs, at::one_hot(prop.tokens, 320).to(at::kFloat)));
+      }
+    }
+  }
+}
+
+// The model drafter with a model other than the target (qwen3-tiny-bf16 upcast to fp32): after
+// begin(prompt, x_L = its own first greedy token), a greedy proposal of 5 is its own greedy
+// continuation (fixture fp32_compute greedy tokens), for each prompt alone and all in a ragged batch.
+TEST(ModelDrafterFixture, ProposesDraftModelsGreedyChain) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny-bf16");
+  const json& cases = expected("qwen3-tiny-bf16")["cases"];
+  std::vector<std::vector<int64_t>> seqs, want;
+  std::vector<int64_t> first;
+  for (const auto& c : cases) {
+    seqs.push_back(ids64(c["prompt_ids"]));
+    const auto g = ids64(c["fp32_compute"]["greedy_tokens"]);
+    first.push_back(g[0]);
+    want.emplace_back(g.begin() + 1, g.begin() + 6);
+  }
+  const int64_t n = static_cast<int64_t>(seqs.size());
+  for (int64_t only = -1; only < n; ++only) {  // -1: all in one batch
+    SCOPED_TRACE(::testing::Message() << "case " << only);
+    std::vector<std::vector<int64_t>> s, w;
+    std::vector<int64_t> f;
+    for (int64_t i = 0; i < n; ++i)
+      if (only < 0 || only == i) s.push_back(seqs[i]), w.push_back(want[i]), f.push_back(first[i]);
+    std::vector<int64_t> lens;
+    lens.clear();
+    for (const auto& x : s) lens.push_back(static_cast<int64_t>(x.size()));
+    const int64_t Lmax = *std::max_element(lens.begin(), lens.end());
+    at::Tensor ids = at::full({static_cast<int64_t>(s.size()), Lmax}, 3, at::kLong);
+    for (size_t b = 0; b < s.size(); ++b) ids[b].narrow(0, 0, lens[b]).copy_(at::tensor(s[b], at::kLong));
+    auto d = make_model_drafter(bf16_draft(), 320);
+    EXPECT_EQ(d->kind(), "model");
+    EXPECT_TRUE(d->aux_layers().empty());
+    d->begin(ids, lens, at::tensor(f, at::kLong), {}, Lmax + 16);
+    SamplingParams sp;
+    sp.temperature = 0;
+    Proposal p = d->propose(5, sp, /*greedy=*/true, at::zeros({static_cast<int64_t>(s.size()), 5}));
+    for (size_t b = 0; b < s.size(); ++b) EXPECT_EQ(to_vec(p.tokens[static_cast<int64_t>(b)]), w[b]);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Drafter rollback: after a verification with n accepted drafts and a correction, the drafter's
+// next proposal equals that of a fresh drafter begun on prompt + [x_L, d_1..d_n] with the
+// correction as the first token (EAGLE-3: features of the accepted tokens refreshed; model draft:
+// its own KV cache rolled back).
+
+namespace {
+
+struct DrafterCase {
+  std::string name;
+  std::function<std::unique_ptr<Drafter>()> make;
+};
+
+std::vector<DrafterCase> drafter_cases() {
+  return {{"eagle3", [] { return make_eagle3_drafter(head()); }},
+          {"model:bf16", [] { return make_model_drafter(bf16_draft(), 320); }},
+          {"model:self", [] { return make_model_drafter(target(), 320); }}};
+}
+
+// Right-padded batch of prompts (pad 3) -> [B, Lmax].
+at::Tensor padded(const std::vector<std::vector<int64_t>>& seqs, std::vector<int64_t>& lens) {
+  lens.clear();
+  for (const auto& s : seqs) lens.push_back(static_cast<int64_t>(s.size()));
+  const int64_t Lmax = *std::max_element(lens.begin(), lens.end());
+  at::Tensor ids = at::full({static_cast<int64_t>(seqs.size()), Lmax}, 3, at::kLong);
+  for (size_t b = 0; b < seqs.size(); ++b) ids[b].narrow(0, 0, lens[b]).copy_(at::tensor(seqs[b], at::kLong));
+  return ids;
+}
+
+}  // namespace
+
+TEST(DrafterRollback, NextProposalMatchesFreshBegin) {
+  EARS_REQUIRE_SHARED("fixtures/eagle3-tiny");
+  const CausalLM& t = target();
+  const auto all = prompts();
+  const std::vector<std::vector<int64_t>> base{std::vector<int64_t>(all[1].begin(), all[1].end()),
+                                               std::vector<int64_t>(all[4].begin(), all[4].end()),
+                                               std::vector<int64_t>(all[0].begin(), all[0].end())};
+  const int64_t B = 3, gamma = 4, max_len = 64;
+  const std::vector<int64_t> n_acc{0, 2, 4};  // reject at the first / third draft, accept all
+  SamplingParams sp;
+  sp.temperature = 0.9;
+  for (const auto& dc : drafter_cases()) {
+    SCOPED_TRACE(dc.name);
+    auto d = dc.make();
+    ForwardOptions fo;
+    fo.aux_layers = d->aux_layers();
+    // Target prefill (cache holds the prompt), x_L = 11 + b (any token: the drafter must not care).
+    std::vector<int64_t> lens;
+    at::Tensor ids = padded(base, lens);
+    KVCache tcache = t.new_cache(B, max_len);
+    ForwardOutput pre = t.forward(ids, tcache, fo);
+    tcache.set_lengths(lens);
+    const std::vector<int64_t> x_L{11, 12, 13};
+    d->begin(ids, lens, at::tensor(x_L, at::kLong), pre.aux_hidden, max_len);
+    at::Tensor u = at::rand({B, gamma}, at::kFloat);
+    Proposal p1 = d->propose(static_cast<int>(gamma), sp, /*greedy=*/false, u);
+    // Verification forward over [x_L, d_1..d_gamma], emitted = n drafts + a correction, -1 after.
+    at::Tensor verify_in = at::cat({at::tensor(x_L, at::kLong).view({B, 1}), p1.tokens}, 1);
+    ForwardOutput ver = t.forward(verify_in, tcache, fo);
+    at::Tensor emitted = at::full({B, gamma + 1}, -1, at::kLong);
+    std::vector<int64_t> correction(B);
+    std::vector<std::vector<int64_t>> grown(base);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t n = n_acc[b];
+      const auto drafts = to_vec(p1.tokens[b]);
+      correction[b] = n < gamma ? (drafts[n] + 1) % 320 : 200;  // a token different from d_{n+1}
+      for (int64_t k = 0; k < n; ++k) emitted[b][k] = drafts[k];
+      emitted[b][n] = correction[b];
+      grown[b].push_back(x_L[b]);
+      for (int64_t k = 0; k < n; ++k) grown[b].push_back(drafts[k]);
+    }
+    d->accept(emitted, n_acc, ver.aux_hidden);
+    at::Tensor u2 = at::rand({B, gamma}, at::kFloat);
+    Proposal p2 = d->propose(static_cast<int>(gamma), sp, false, u2);
+    Proposal g2 = d->propose(static_cast<int>(gamma), sp, true, u2);  // propose twice: no state kept
+
+    // Fresh drafter on the grown prompts.
+    auto fresh = dc.make();
+    std::vector<int64_t> glens;
+    at::Tensor gids = padded(grown, glens);
+    ForwardOutput gpre = t.forward(gids, fo);
+    fresh->begin(gids, glens, at::tensor(correction, at::kLong), gpre.aux_hidden, max_len);
+    Proposal f2 = fresh->propose(static_cast<int>(gamma), sp, false, u2);
+    Proposal fg2 = fresh->propose(static_cast<int>(gamma), sp, true, u2);
+    EXPECT_EQ(to_vec(p2.tokens), to_vec(f2.tokens));
+    EXPECT_LE(max_abs(p2.probs, f2.probs), 1e-4);
+    EXPECT_EQ(to_vec(g2.tokens), to_vec(fg2.tokens));
+
+    // Select keeps rows consistently: drop row 0, reverse the rest.
+    d->select({2, 1});
+    fresh->select({2, 1});
+    at::Tensor u3 = u2.index_select(0, at::tensor(std::vector<int64_t>{2, 1}, at::kLong));
+    EXPECT_EQ(to_vec(d->propose(static_cast<int>(gamma), sp, true, u3).tokens),
+              to_vec(fresh->propose(static_cast<int>(gamma), sp, true, u3).tokens));
+  }
+}

@@ -1,0 +1,285 @@
+// The experiment runner: the real `ears-bench` executable driven as a subprocess on the tiny golden
+// fixtures — resume after SIGKILL, one writer per run dir, shards, SIGINT / SIGTERM, fault
+// injection, determinism across thread counts.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <random>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "decoders/engine.h"
+#include "datasets/dataset.h"
+#include "harness/base/error.h"
+#include "harness/run/progress.h"
+#include "harness/run/runner.h"
+#include "reports/report.h"
+#include "tests/test_util.h"
+#include "tests/runner_test_util.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace ears;
+using namespace ears::runner;
+using namespace ears::test::runner_test;
+
+namespace {
+
+// Same outcome: text, ids, counters and score (timings and run_id differ between runs).
+void expect_same_outcomes(const fs::path& a, const fs::path& b) {
+  auto ra = results_by_key(a), rb = results_by_key(b);
+  ASSERT_EQ(ra.size(), rb.size());
+  for (const auto& [key, ja] : ra) {
+    ASSERT_TRUE(rb.count(key)) << std::get<0>(key) << " " << std::get<1>(key);
+    const json& jb = rb.at(key);
+    for (const char* k : {"text", "output_ids", "output_tokens", "steps", "accepted", "corrections", "bonus", "pardoned",
+                          "correct", "em", "f1", "accept_length_hist"})
+      EXPECT_EQ(ja.value(k, json()), jb.value(k, json())) << k << " of " << std::get<0>(key) << " " << std::get<1>(key);
+  }
+}
+
+// The uninterrupted 2-arm reference run (30 requests).
+const fs::path& reference_run() {
+  static fs::path dir = [] {
+    fs::path d = env().root / "ref";
+    Proc p = cli({"run", env().config2.string(), "--limit", "30", "--out", d.string(), "--threads", "1", "--quiet"});
+    EXPECT_EQ(p.exit_code, 0) << show(p);
+    return d;
+  }();
+  return dir;
+}
+
+// Starts the full 2-arm run into `dir` and returns once it has written 2 results (stdout/stderr
+// go to <log>.out / <log>.err); -1 when the run ended before that (it cannot be signalled then).
+pid_t start_config2_run(const fs::path& dir, const fs::path& log) {
+  const pid_t pid = spawn_ears({"run", env().config2.string(), "--out", dir.string(), "--threads", "1"},
+                               log.string() + ".out", log.string() + ".err");
+  const auto t0 = std::chrono::steady_clock::now();
+  while ((!fs::exists(dir / "results.jsonl") || count_lines(dir / "results.jsonl") < 2) &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120))
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  int status = 0;
+  if (::waitpid(pid, &status, WNOHANG) != 0) return -1;
+  return pid;
+}
+
+}  // namespace
+
+TEST(RunnerCli, ResumeAfterSigkillMatchesAnUninterruptedRun) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path& ref = reference_run();
+  ASSERT_EQ(count_lines(ref / "results.jsonl"), 60);
+  const fs::path dir = env().root / "killed";
+  const pid_t pid = spawn_ears({"run", env().config2.string(), "--limit", "30", "--out", dir.string(), "--threads", "1"},
+                          env().root / "killed.out", env().root / "killed.err");
+  const auto t0 = std::chrono::steady_clock::now();
+  int lines = 0;
+  while ((lines = fs::exists(dir / "results.jsonl") ? count_lines(dir / "results.jsonl") : 0) < 8 &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120))
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, WNOHANG), 0) << "the run finished before it could be killed";
+  ::kill(pid, SIGKILL);
+  EXPECT_EQ(wait_for(pid), 128 + SIGKILL);
+  const int kept = count_lines(dir / "results.jsonl");
+  EXPECT_GE(kept, 8);
+  EXPECT_LT(kept, 60);
+  EXPECT_FALSE(read_json(dir / "run_meta.json")["complete"].get<bool>());
+  // A writer killed mid-line leaves a truncated last line.
+  {
+    std::ofstream out(dir / "results.jsonl", std::ios::app | std::ios::binary);
+    out << R"({"run_id":"x","arm":"baseline","request_id":"jso)";
+  }
+  Proc p = cli({"run", "--resume", dir.string(), "--threads", "1"});
+  EXPECT_EQ(p.exit_code, 0) << show(p);
+  EXPECT_NE(p.err.find("truncated"), std::string::npos) << p.err;
+  EXPECT_NE(p.err.find(fmt::format("{} already done", kept)), std::string::npos) << p.err;
+  EXPECT_EQ(count_lines(dir / "results.jsonl"), 60);
+  expect_same_outcomes(ref, dir);
+  const json report = read_json(dir / "report.json"), ref_report = read_json(ref / "report.json");
+  EXPECT_FALSE(report["partial"].get<bool>());
+  EXPECT_TRUE(read_json(dir / "run_meta.json")["complete"].get<bool>());
+  ASSERT_EQ(report["arms"].size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(report["arms"][i]["metrics"]["accuracy"], ref_report["arms"][i]["metrics"]["accuracy"]);
+    EXPECT_EQ(report["arms"][i]["metrics"]["mean_accept_length"], ref_report["arms"][i]["metrics"]["mean_accept_length"]);
+    EXPECT_EQ(report["arms"][i]["metrics"]["n_requests"], 30);
+  }
+  EXPECT_EQ(read_json(dir / "run_meta.json")["environment"]["resumed"].size(), 1u);
+}
+
+// One writer per run directory (a second one fails at once, a killed one leaves no lock), and
+// --resume refuses a config.yaml edited since the start unless --force (recorded in the report).
+TEST(RunnerCli, OneWriterPerRunDirAndResumeRefusesAChangedConfig) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path dir = env().root / "locked";
+  const pid_t pid = start_config2_run(dir, env().root / "locked");
+  ASSERT_GT(pid, 0) << "the run finished before the second writer started";
+  ::kill(pid, SIGSTOP);  // it keeps its lock but cannot finish while the second writers try
+  Proc second = cli({"run", "--resume", dir.string(), "--threads", "1", "--quiet"});
+  EXPECT_EQ(second.exit_code, 2) << show(second);
+  EXPECT_NE(second.err.find(fmt::format("another ears-bench process (pid {}) is writing this run directory", pid)),
+            std::string::npos) << second.err;
+  Proc fresh = cli({"run", env().config2.string(), "--out", dir.string(), "--quiet"});
+  EXPECT_EQ(fresh.exit_code, 2) << show(fresh);
+  ::kill(pid, SIGKILL);
+  EXPECT_EQ(wait_for(pid), 128 + SIGKILL);
+
+  std::string yaml = test::read_file(dir / "config.yaml");
+  for (size_t at; (at = yaml.find("gamma: 3")) != std::string::npos;) yaml.replace(at, 8, "gamma: 2");
+  std::ofstream(dir / "config.yaml", std::ios::trunc) << yaml;
+  Proc changed = cli({"run", "--resume", dir.string(), "--threads", "1", "--quiet"});
+  EXPECT_EQ(changed.exit_code, 2) << show(changed);
+  EXPECT_NE(changed.err.find("decoding.gamma: 3 -> 2"), std::string::npos) << changed.err;
+  EXPECT_NE(changed.err.find("--force"), std::string::npos) << changed.err;
+  EXPECT_EQ(cli({"run", env().config2.string(), "--out", (env().root / "new").string(), "--force"}).exit_code, 2);
+
+  Proc forced = cli({"run", "--resume", dir.string(), "--threads", "1", "--quiet", "--force"});
+  ASSERT_EQ(forced.exit_code, 0) << show(forced);
+  const json report = read_json(dir / "report.json");
+  EXPECT_NE(report["warnings"].dump().find("resumed with --force although"), std::string::npos) << report["warnings"];
+  EXPECT_NE(test::read_file(dir / "report.md").find("decoding.gamma: 3 -> 2"), std::string::npos);
+}
+
+TEST(RunnerCli, ShardsMergeIntoTheFullRun) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path root = env().root / "sharded";
+  for (int i = 0; i < 2; ++i) {
+    Proc p = cli({"run", env().config2.string(), "--limit", "30", "--shard", fmt::format("{}/2", i), "--out",
+                  (root / fmt::format("shard-{}", i)).string(), "--threads", "1", "--quiet"});
+    ASSERT_EQ(p.exit_code, 0) << show(p);
+    EXPECT_EQ(count_lines(root / fmt::format("shard-{}", i) / "results.jsonl"), 30);
+    EXPECT_EQ(read_json(root / fmt::format("shard-{}", i) / "run_meta.json")["dataset"]["shard"], fmt::format("{}/2", i));
+  }
+  Proc p = cli({"merge", (root / "merged").string(), (root / "shard-0").string(), (root / "shard-1").string(), "--quiet"});
+  ASSERT_EQ(p.exit_code, 0) << show(p);
+  expect_same_outcomes(reference_run(), root / "merged");
+  const json report = read_json(root / "merged" / "report.json");
+  EXPECT_FALSE(report["partial"].get<bool>());
+  EXPECT_EQ(report["arms"][0]["metrics"]["n_requests"], 30);
+  EXPECT_EQ(report["sources"].size(), 2u);
+  EXPECT_TRUE(fs::exists(root / "merged" / "config.yaml"));
+  EXPECT_EQ(cli({"gate", (root / "merged").string(), "--check", "ears n_requests == 30"}).exit_code, 0);
+}
+
+TEST(RunnerCli, SigintStopsAfterTheBatchWithAPartialReport) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path dir = env().root / "interrupted";
+  const pid_t pid = start_config2_run(dir, env().root / "int");
+  ASSERT_GT(pid, 0) << "the run finished before it could be interrupted";
+  ::kill(pid, SIGINT);
+  EXPECT_EQ(wait_for(pid), 130) << test::read_file(env().root / "int.err");
+  const int n = count_lines(dir / "results.jsonl");
+  EXPECT_LT(n, 80);
+  const json report = read_json(dir / "report.json");
+  EXPECT_TRUE(report["partial"].get<bool>());
+  EXPECT_FALSE(read_json(dir / "run_meta.json")["complete"].get<bool>());
+  EXPECT_NE(test::read_file(dir / "report.md").find("artial"), std::string::npos);
+  EXPECT_NE(test::read_file(env().root / "int.err").find("--resume"), std::string::npos);
+  // Every line is whole: the in-flight batch finished before the process stopped.
+  for (const auto& l : lines_of(dir / "results.jsonl")) EXPECT_NO_THROW(json::parse(l));
+  // A partial report fails its gate even when every rule holds, unless --allow-partial.
+  Proc g = cli({"gate", dir.string(), "--check", "n_errors == 0"});
+  EXPECT_EQ(g.exit_code, 1) << show(g);
+  EXPECT_NE(g.out.find("PARTIAL"), std::string::npos) << g.out;
+  EXPECT_FALSE(read_json(dir / "gate.json")["all_passed"].get<bool>());
+  g = cli({"gate", dir.string(), "--check", "n_errors == 0", "--allow-partial"});
+  EXPECT_EQ(g.exit_code, 0) << show(g);
+}
+
+TEST(RunnerCli, SigtermStopsLikeSigint) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path dir = env().root / "terminated";
+  const pid_t pid = start_config2_run(dir, env().root / "term");
+  ASSERT_GT(pid, 0) << "the run finished before it could be terminated";
+  ::kill(pid, SIGTERM);
+  EXPECT_EQ(wait_for(pid), 128 + SIGTERM) << test::read_file(env().root / "term.err");
+  EXPECT_TRUE(read_json(dir / "report.json")["partial"].get<bool>());
+  EXPECT_FALSE(read_json(dir / "run_meta.json")["complete"].get<bool>());
+  for (const auto& l : lines_of(dir / "results.jsonl")) EXPECT_NO_THROW(json::parse(l));
+  // And it resumes to the full run.
+  Proc p = cli({"run", "--resume", dir.string(), "--threads", "1", "--quiet"});
+  EXPECT_EQ(p.exit_code, 0) << show(p);
+  EXPECT_EQ(count_lines(dir / "results.jsonl"), 80);
+}
+
+// Fault injection: SIGKILL at 20 random points (while starting, loading, mid-batch, between
+// batches, while writing), resuming after each; the result equals an uninterrupted run with
+// nothing lost or duplicated.
+TEST(RunnerCli, TwentyRandomKillsThenResumeLoseAndDuplicateNothing) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path& ref = reference_run();
+  const fs::path dir = env().root / "killed20";
+  std::mt19937 rng(20261122);
+  int kills = 0, attempts = 0;
+  std::set<int> kill_lines;  // results.jsonl line counts seen at the kills
+  while (kills < 20 && attempts < 60) {
+    ++attempts;
+    const bool started = fs::exists(dir / "run_meta.json");
+    std::vector<std::string> args =
+        started ? std::vector<std::string>{"run", "--resume", dir.string(), "--threads", "1", "--quiet"}
+                : std::vector<std::string>{"run", env().config2.string(), "--limit", "30", "--out", dir.string(),
+                                           "--threads", "1", "--quiet"};
+    const int before = fs::exists(dir / "results.jsonl") ? count_lines(dir / "results.jsonl") : 0;
+    const pid_t pid = spawn_ears(args, env().root / "k20.out", env().root / "k20.err");
+    // Kill point: `delay_ms` after the results file holds `want` lines (0-3 new ones; 0 new: while
+    // starting or loading, 0-900 ms after the start), or at once when the run got past `want`:
+    // so a fast build (LibTorch 2.x writes a line every few ms here) cannot finish its 60 lines
+    // inside one delay, and is killed 20 times like a slow one.
+    const int want = before + std::uniform_int_distribution<int>(0, 3)(rng);
+    const int delay_ms = want == before ? std::uniform_int_distribution<int>(0, 900)(rng)
+                                        : std::uniform_int_distribution<int>(0, 25)(rng);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::optional<std::chrono::steady_clock::time_point> reached;
+    int status = 0;
+    bool exited = false;
+    while (!exited && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+      const int lines = fs::exists(dir / "results.jsonl") ? count_lines(dir / "results.jsonl") : 0;
+      if (lines > want) break;
+      if (lines == want && !reached) reached = std::chrono::steady_clock::now();
+      if (reached && std::chrono::steady_clock::now() - *reached >= std::chrono::milliseconds(delay_ms)) break;
+      exited = ::waitpid(pid, &status, WNOHANG) == pid;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    if (!exited && ::waitpid(pid, &status, WNOHANG) == 0) {
+      ::kill(pid, SIGKILL);
+      EXPECT_EQ(wait_for(pid), 128 + SIGKILL);
+      ++kills;
+      kill_lines.insert(fs::exists(dir / "results.jsonl") ? count_lines(dir / "results.jsonl") : 0);
+    } else {
+      ASSERT_TRUE(exited || WIFEXITED(status)) << test::read_file(env().root / "k20.err");
+      // It finished (or failed) before the kill: only a complete run may end on its own.
+      ASSERT_EQ(WEXITSTATUS(status), 0) << test::read_file(env().root / "k20.err");
+      break;
+    }
+  }
+  EXPECT_EQ(kills, 20) << "attempts " << attempts;
+  EXPECT_GE(kill_lines.size(), 8u) << "the kills should land at many different points of the run";
+  Proc p = cli({"run", "--resume", dir.string(), "--threads", "1", "--quiet"});
+  ASSERT_EQ(p.exit_code, 0) << show(p);
+  EXPECT_EQ(count_lines(dir / "results.jsonl"), 60);
+  expect_same_outcomes(ref, dir);  // also fails on any duplicate (arm, request, repeat)
+  const json report = read_json(dir / "report.json"), ref_report = read_json(ref / "report.json");
+  EXPECT_FALSE(report["partial"].get<bool>());
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(report["arms"][i]["metrics"]["n_requests"], 30);
+    EXPECT_EQ(report["arms"][i]["metrics"]["accuracy"], ref_report["arms"][i]["metrics"]["accuracy"]);
+    EXPECT_EQ(report["arms"][i]["metrics"]["output_tokens"], ref_report["arms"][i]["metrics"]["output_tokens"]);
+  }
+}
+
+// Determinism: the same config and seed give the same outputs with 1 and 2 threads.
+TEST(RunnerCli, SameOutputsAcrossThreadCounts) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path dir = env().root / "two-threads";
+  Proc p = cli({"run", env().config2.string(), "--limit", "30", "--out", dir.string(), "--threads", "2", "--quiet"});
+  ASSERT_EQ(p.exit_code, 0) << show(p);
+  EXPECT_EQ(read_json(dir / "run_meta.json")["environment"]["threads"], 2);
+  expect_same_outcomes(reference_run(), dir);
+}
