@@ -220,7 +220,7 @@ std::string as_path(const Ctx& c, const Node& n, const std::string& path) {
 
 std::vector<std::string> as_string_list(const Ctx& c, const Node& n, const std::string& path, bool allow_scalar) {
   std::vector<std::string> out;
-  if (allow_scalar && n.IsScalar()) return {n.Scalar()};
+  if (allow_scalar && n.IsScalar()) return {as_string(c, n, path)};
   if (!n.IsSequence())
     fail_at(c, n, path, fmt::format("expected a list of strings, got {}", describe(n)),
             fmt::format("write e.g. '{}: [a, b]'", leaf_of(path)));
