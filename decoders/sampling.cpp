@@ -5,16 +5,18 @@
 
 #include <cmath>
 
+#include "decoders/param_ranges.h"
 #include "harness/base/error.h"
 
 namespace ears {
 
 void validate(const SamplingParams& p, std::string_view where) {
-  if (!(p.temperature >= 0) || !std::isfinite(p.temperature))
-    fail("{}.temperature = {} is invalid; use a finite value >= 0 (0 = greedy)", where, p.temperature);
-  if (p.top_k < 0) fail("{}.top_k = {} is invalid; use 0 (off) or a positive count", where, p.top_k);
-  if (!(p.top_p > 0 && p.top_p <= 1))
-    fail("{}.top_p = {} is invalid; use a value in (0, 1] (1 = off)", where, p.top_p);
+  const auto check = [&](const ranges::Range& r, std::string_view key, double v) {
+    if (!r.ok(v)) fail("{}.{} = {} is invalid; {}", where, key, v, r.fix);
+  };
+  check(ranges::kTemperature, "temperature", p.temperature);
+  check(ranges::kTopK, "top_k", static_cast<double>(p.top_k));
+  check(ranges::kTopP, "top_p", p.top_p);
 }
 
 ProcessedProbs process_logits(const at::Tensor& logits, const SamplingParams& params) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "decoders/param_ranges.h"
 #include "decoders/sampling.h"
 #include "harness/base/error.h"
 
@@ -40,11 +41,12 @@ std::string to_string(VerifierSpec::Uncertainty u) {
 }
 
 void validate(const VerifierSpec& s, std::string_view where) {
-  if (!(s.beta >= 0) || !std::isfinite(s.beta))
-    fail("{}.beta = {} is invalid; use a finite value >= 0 (0 = exact baseline)", where, s.beta);
-  if (!(s.typical_eps > 0)) fail("{}.typical_eps = {} is invalid; use a value > 0", where, s.typical_eps);
-  if (!(s.typical_delta > 0))
-    fail("{}.typical_delta = {} is invalid; use a value > 0", where, s.typical_delta);
+  const auto check = [&](const ranges::Range& r, std::string_view key, double v) {
+    if (!r.ok(v)) fail("{}.{} = {} is invalid; {}", where, key, v, r.fix);
+  };
+  check(ranges::kBeta, "beta", s.beta);
+  check(ranges::kEps, "typical_eps", s.typical_eps);
+  check(ranges::kDelta, "typical_delta", s.typical_delta);
 }
 
 // ---- shared pieces ----

@@ -480,6 +480,47 @@ TEST(Verify, GammaZeroEmitsOneTargetToken) {
   }
 }
 
+// The run-time validate()s refuse exactly the values outside decoders/param_ranges.h (the config
+// tables check the same ranges at load time; config_parse_test pins their messages).
+TEST(Verify, ValidateRefusesExactlyTheOutOfRangeValues) {
+  const auto error_of = [](auto&& call) -> std::string {
+    try {
+      call();
+    } catch (const ears::Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  struct Case { double v; bool ok; };
+  for (Case c : {Case{0, true}, {2.5, true}, {-1e-9, false}, {inf, false}, {std::nan(""), false}}) {
+    ears::SamplingParams p;
+    p.temperature = c.v;
+    EXPECT_EQ(error_of([&] { ears::validate(p); }).empty(), c.ok) << c.v;
+    VerifierSpec v;
+    v.beta = c.v;
+    const std::string e = error_of([&] { ears::validate(v); });
+    EXPECT_EQ(e.empty(), c.ok) << c.v;
+    if (!c.ok) EXPECT_NE(e.find("verifier.beta = "), std::string::npos) << e;
+  }
+  for (Case c : {Case{1, true}, {1e-9, true}, {0, false}, {1.0000001, false}, {std::nan(""), false}}) {
+    ears::SamplingParams p;
+    p.top_p = c.v;
+    const std::string e = error_of([&] { ears::validate(p); });
+    EXPECT_EQ(e.empty(), c.ok) << c.v;
+    if (!c.ok) EXPECT_NE(e.find("is invalid; top_p must be > 0 and <= 1"), std::string::npos) << e;
+    VerifierSpec v;
+    v.typical_eps = c.v;
+    EXPECT_EQ(error_of([&] { ears::validate(v); }).empty(), c.ok) << c.v;
+  }
+  VerifierSpec d;
+  d.typical_delta = 0;
+  EXPECT_NE(error_of([&] { ears::validate(d); }).find("delta must be > 0"), std::string::npos);
+  ears::SamplingParams k;
+  k.top_k = -1;
+  EXPECT_NE(error_of([&] { ears::validate(k); }).find("sampling.top_k = -1 is invalid"), std::string::npos);
+}
+
 TEST(Verify, NamesRoundTripAndErrorsAreClear) {
   for (const char* n : {"baseline", "ears", "typical", "greedy"})
     EXPECT_EQ(ears::to_string(ears::parse_verifier_kind(n)), n);

@@ -260,9 +260,9 @@ const Table<DecodingSpec>& decoding_table() {
   static const Table<D> t{
       "decoding",
       {field("gamma", &D::gamma, Int(1, kMaxGamma, 5), "draft tokens per step"),
-       field("temperature", &D::temperature, Real(0.9, [](double v) { return v < 0; }, "temperature must be >= 0 (0 = greedy)"),
+       field("temperature", &D::temperature, Real(0.9, ranges::kTemperature),
              "sampling temperature; 0 = greedy target"),
-       field("top_p", &D::top_p, Real(1.0, [](double v) { return !(v > 0 && v <= 1); }, "top_p must be > 0 and <= 1 (1 = off)"),
+       field("top_p", &D::top_p, Real(1.0, ranges::kTopP),
              "nucleus sampling; 1 = off"),
        field("top_k", &D::top_k, Int(0, kIntMax, 0), "0 = off"),
        field("max_new_tokens", &D::max_new_tokens, Int(1, kIntMax, 256), "generation budget per request"),
@@ -276,20 +276,18 @@ const Table<DecodingSpec>& decoding_table() {
   return t;
 }
 
-// The ranges decoders/verify.cpp's validate() enforces at run time, checked here at load time
-// with a located message (typical acceptance divides by neither, but eps = 0 or delta = 0
-// accepts nothing and is refused there; eps > 1 is refused only here).
+// Ranges from decoders/param_ranges.h, which verify.cpp's validate() enforces at run time.
 const Table<VerifierSpec>& verifier_table() {
   using V = VerifierSpec;
   static const Table<V> t{
       "arms.N.verifier",
       {field("type", &V::type, Enum(kVerifierTypes), "baseline | ears | typical | greedy"),
-       field("beta", &V::beta, Real(0.1, [](double v) { return v < 0; }, "beta must be >= 0"), "ears: tolerance scale; a list sweeps")
+       field("beta", &V::beta, Real(0.1, ranges::kBeta), "ears: tolerance scale; a list sweeps")
            .skip_if([](const Node& n) { return n.IsSequence(); }),  // a sweep: the arm reader expands it
        field("uncertainty", &V::uncertainty, Enum(kUncertainty), "ears: max_prob | entropy"),
-       field("eps", &V::eps, Real(0.09, [](double v) { return !(v > 0) || v > 1; }, "eps must be > 0 and <= 1"),
+       field("eps", &V::eps, Real(0.09, ranges::kEps),
              "typical: probability floor"),
-       field("delta", &V::delta, Real(0.3, [](double v) { return !(v > 0); }, "delta must be > 0"), "typical: entropy scale")}};
+       field("delta", &V::delta, Real(0.3, ranges::kDelta), "typical: entropy scale")}};
   return t;
 }
 

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "decoders/param_ranges.h"
 #include "harness/base/error.h"
 #include "harness/base/strings.h"
 #include "harness/config/config.h"
@@ -234,6 +235,14 @@ inline auto Real(double example, bool (*bad)(double), std::string_view fix) {
   return [=](const At& a) {
     const double v = as_double(a.c, a.node, a.path, example);
     if (bad(v)) a.fail(fmt::format("{} is out of range", format_number(v)), fix);
+    return v;
+  };
+}
+// A number in one of decoders/param_ranges.h's ranges (the decoders enforce the same at run time).
+inline auto Real(double example, const ranges::Range& r) {
+  return [=](const At& a) {
+    const double v = as_double(a.c, a.node, a.path, example);
+    if (!r.ok(v)) a.fail(fmt::format("{} is out of range", format_number(v)), r.fix);
     return v;
   };
 }

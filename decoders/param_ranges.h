@@ -1,0 +1,26 @@
+// The legal range of each sampling and verifier parameter, stated once. decoders' validate()
+// (sampling.cpp, verify.cpp) enforces them at run time; the config tables
+// (harness/config/schema.cpp) check the same ranges at load time with a located message.
+// Torch-free and header-only so that the config library can use it.
+#pragma once
+#include <cmath>
+#include <string_view>
+
+namespace ears::ranges {
+
+struct Range {
+  bool (*ok)(double);    // true when the value is legal
+  std::string_view fix;  // "<key> must be ...": the range in words, ending every message
+};
+
+inline constexpr Range kTemperature{[](double v) { return v >= 0 && std::isfinite(v); },
+                                    "temperature must be >= 0 (0 = greedy)"};
+inline constexpr Range kTopP{[](double v) { return v > 0 && v <= 1; }, "top_p must be > 0 and <= 1 (1 = off)"};
+inline constexpr Range kTopK{[](double v) { return v >= 0; }, "top_k must be >= 0 (0 = off)"};
+inline constexpr Range kBeta{[](double v) { return v >= 0 && std::isfinite(v); },
+                             "beta must be >= 0 (0 = the exact baseline)"};
+// typical acceptance: eps = 0 or delta = 0 accepts nothing; eps is a probability floor.
+inline constexpr Range kEps{[](double v) { return v > 0 && v <= 1; }, "eps must be > 0 and <= 1"};
+inline constexpr Range kDelta{[](double v) { return v > 0 && std::isfinite(v); }, "delta must be > 0"};
+
+}  // namespace ears::ranges
