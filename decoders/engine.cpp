@@ -335,7 +335,10 @@ void Engine::step(DecodeRun& run, const DecodeParams& p) {
   Proposal prop;
   if (drafter_) {
     TraceRange range("ears.draft");
-    prop = drafter_->propose(static_cast<int>(gamma), p.sampling, p.draft_greedy, u.narrow(1, 0, gamma));
+    // At temperature 0 a sampled draft is the argmax with a one-hot q, exactly greedy drafting's
+    // (undefined q = one-hot, verify.h): skip process_logits, the sample and the [B, V] q per token.
+    const bool greedy = p.draft_greedy || p.sampling.temperature == 0;
+    prop = drafter_->propose(static_cast<int>(gamma), p.sampling, greedy, u.narrow(1, 0, gamma));
   }
   if (p.sync_timing) synchronize(run.dev);
   const double t1 = now_s();
