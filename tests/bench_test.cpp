@@ -197,6 +197,35 @@ TEST(BenchCli, ForwardCompareKernelsTimesBothPathsSideBySide) {
   }
 }
 
+TEST(BenchCli, LinearQuickJsonAndMarkdown) {
+  json j = run_json("bench linear --quick --json --rows 1,6 --dtype bfloat16 --dtype float32");
+  expect_header(j, "linear", 2);
+  ASSERT_EQ(j["rows"].size(), 4u);  // 2 dtypes x 2 row counts
+  for (size_t i = 0; i < j["rows"].size(); ++i) {
+    const auto& r = j["rows"][i];
+    EXPECT_EQ(r["dtype"], i < 2 ? "bfloat16" : "float32");
+    EXPECT_EQ(r["rows"], i % 2 == 0 ? 1 : 6);
+    expect_positive(r, {"ms", "floor_ms", "ratio", "over_min_rows", "gmac_per_s", "weight_gbps", "weight_bytes"},
+                    "linear row");
+    // The derived columns from the measured ones, computed here independently.
+    const double s = r["ms"].get<double>() / 1e3;
+    EXPECT_NEAR(r["gmac_per_s"].get<double>(), r["rows"].get<double>() * 256 * 64 / s / 1e9, 1e-6);
+    EXPECT_DOUBLE_EQ(r["weight_bytes"].get<double>(), 256.0 * 64 * (i < 2 ? 2 : 4));
+    EXPECT_NEAR(r["floor_ms"].get<double>(), r["weight_bytes"].get<double>() / j["floor_read_gbps"].get<double>() / 1e6,
+                1e-12);
+    EXPECT_NEAR(r["ratio"].get<double>(), r["ms"].get<double>() / r["floor_ms"].get<double>(), 1e-9);
+    const double first = j["rows"][i - i % 2]["ms"].get<double>();
+    EXPECT_NEAR(r["over_min_rows"].get<double>(), r["ms"].get<double>() / first, 1e-9);
+  }
+  ExeRun md = run("bench linear --quick --rows 2");
+  EXPECT_EQ(md.code, 0) << md.err;
+  EXPECT_NE(md.out.find("| path | dtype | rows | ms |"), std::string::npos) << md.out;
+  ExeRun bad = run("bench linear --quick --rows 0");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--rows"), std::string::npos) << bad.err;
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+}
+
 TEST(BenchCli, VerifyQuickJson) {
   json j = run_json("bench verify --quick --json");
   expect_header(j, "verify", 2);

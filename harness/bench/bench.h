@@ -5,6 +5,8 @@
 //   bench forward    target decode-step time at several batch sizes for 1 and γ+1 tokens over a
 //                    KV cache holding a 128-token context, next to the floor
 //                    (weight bytes + KV bytes read) ÷ read bandwidth
+//   bench linear     one linear layer (the kernel path's packed weight, larger than the last-level
+//                    cache) at 1, γ+1 and batch-sized row counts, next to the weight-streaming floor
 //   bench verify     cost of process_logits + verify (baseline / ears / typical) over a real
 //                    Qwen3-sized vocabulary, relative to a target forward of the same step
 //   bench e2e        Engine tokens/s, target-only vs speculative, with the time split
@@ -75,6 +77,17 @@ struct ForwardBenchArgs {
   bool compare_kernels = false;
 };
 int run_bench_forward(const ForwardBenchArgs& args, const BenchCommon& common);
+
+// bench linear — rows: [{path, dtype, in, out, rows, ms, gmac_per_s, weight_gbps, weight_bytes,
+// floor_ms (weight bytes ÷ read bandwidth), ratio (ms ÷ floor_ms), over_min_rows (ms ÷ ms at the
+// smallest row count of that dtype)}]
+struct LinearBenchArgs {
+  int64_t in = 1024;                 // input features (Qwen3-0.6B's hidden size)
+  int64_t out = 0;                   // 0: bf16 weight >= 2 x the last-level cache (>= 192 MiB)
+  std::vector<int> rows;             // default: 1, 6, 16
+  std::vector<std::string> dtypes;   // default: bfloat16 and float32
+};
+int run_bench_linear(const LinearBenchArgs& args, const BenchCommon& common);
 
 // bench verify — rows: [{verifier, batch, gamma, vocab, process_ms, verify_ms, total_ms,
 // total_over_baseline, verify_over_baseline, forward_ms, share_of_forward, distortion_ms}]

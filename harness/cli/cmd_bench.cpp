@@ -1,4 +1,4 @@
-// `ears-bench bench <bandwidth|forward|verify|e2e>`: performance benchmarks (harness/bench/bench.h).
+// `ears-bench bench <bandwidth|forward|linear|verify|e2e>`: performance benchmarks (harness/bench/bench.h).
 #include <CLI/CLI.hpp>
 
 #include <memory>
@@ -28,7 +28,7 @@ BenchCommon merged(const CommonOptions& common, BenchCommon bc) {
 }  // namespace
 
 void add_bench_commands(CLI::App& app, CommonOptions& common, int& exit_code) {
-  auto* bench = app.add_subcommand("bench", "Performance benchmarks: bandwidth, forward, verify, e2e");
+  auto* bench = app.add_subcommand("bench", "Performance benchmarks: bandwidth, forward, linear, verify, e2e");
   bench->require_subcommand(1);
   auto bc = std::make_shared<BenchCommon>();
   {
@@ -53,6 +53,18 @@ void add_bench_commands(CLI::App& app, CommonOptions& common, int& exit_code) {
     sub->add_flag("--compare-kernels", args->compare_kernels,
                   "On a CPU kernel path: also time the plain-ATen path, side by side");
     sub->callback([args, bc, &common, &exit_code] { exit_code = run_bench_forward(*args, merged(common, *bc)); });
+  }
+  {
+    auto args = std::make_shared<LinearBenchArgs>();
+    auto* sub = bench->add_subcommand(
+        "linear", "One linear layer (weight > last-level cache) at 1, γ+1 and batch-sized row counts vs the floor");
+    add_common(sub, common, *bc);
+    sub->add_option("--in", args->in, "Input features")->capture_default_str();
+    sub->add_option("--out", args->out, "Output features (0: the bf16 weight is twice the last-level cache)")
+        ->capture_default_str();
+    sub->add_option("--rows", args->rows, "Row counts, e.g. 1,6,16")->delimiter(',');
+    sub->add_option("--dtype", args->dtypes, "bfloat16 | float32 | float16 (repeatable; default: bfloat16 and float32)");
+    sub->callback([args, bc, &common, &exit_code] { exit_code = run_bench_linear(*args, merged(common, *bc)); });
   }
   {
     auto args = std::make_shared<VerifyBenchArgs>();
