@@ -37,13 +37,7 @@ int run_bench_bandwidth(const BenchCommon& c) {
   BandwidthOptions o = bandwidth_options(c, device);
   if (c.repeats > 0) o.runs = c.repeats;
   const BandwidthResult r = measure_bandwidth(o);
-  json doc;
-  doc["command"] = "bandwidth";
-  env["load_average_1m_end"] = load_average_1m();
-  doc["env"] = env;
-  doc["bandwidth"] = json::array({bandwidth_json(r, "run")});
-  doc["floor_read_gbps"] = r.read_gbps;
-  doc["conventions"] = kBandwidthConventions;
+  json doc = bench_doc("bandwidth", env, json::array({bandwidth_json(r, "run")}));
   doc["rows"] = json::array(
       {{{"kernel", "read"}, {"gbps", r.read_gbps}, {"bytes", r.bytes}, {"best_s", r.read_s}, {"runs", r.runs},
         {"threads", r.threads}, {"convention", "bytes read / time of a load stream (see method); used for decode floors"}, {"method", r.method}},

@@ -141,6 +141,17 @@ std::vector<double> time_side_by_side(const std::vector<std::function<void()>>& 
   return medians;
 }
 
+json bench_doc(const std::string& command, json env, const json& readings) {
+  json doc;
+  doc["command"] = command;
+  env["load_average_1m_end"] = load_average_1m();
+  doc["env"] = std::move(env);
+  doc["bandwidth"] = readings;
+  doc["floor_read_gbps"] = max_read(readings);
+  doc["conventions"] = kBandwidthConventions;
+  return doc;
+}
+
 double time_ms(const std::function<void()>& fn, int warmup, int repeats, c10::Device device) {
   return time_side_by_side({fn}, warmup, repeats, device)[0];
 }

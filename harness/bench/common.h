@@ -32,6 +32,10 @@ json environment(int threads);
 json bandwidth_json(const BandwidthResult& r, const std::string& when);
 extern const json kBandwidthConventions;
 BandwidthOptions bandwidth_options(const BenchCommon& c, c10::Device device);
+// The document every bench command prints: {command, env (+ load_average_1m_end, read now),
+// bandwidth (the readings), floor_read_gbps (their best read), conventions (the bandwidth ones;
+// each command adds its own)}; the command adds "rows" and anything else.
+json bench_doc(const std::string& command, json env, const json& readings);
 
 struct Column {
   std::string key, header;

@@ -118,13 +118,7 @@ void emit_e2e(const E2eBenchArgs& a, const BenchCommon& c, c10::Device device, i
               const std::vector<int32_t>& prompt, const json& rows) {
   bw.push_back(bandwidth_json(measure_bandwidth(bandwidth_options(c, device)), "end"));
 
-  json doc;
-  doc["command"] = "e2e";
-  env["load_average_1m_end"] = load_average_1m();
-  doc["env"] = env;
-  doc["bandwidth"] = bw;
-  doc["floor_read_gbps"] = max_read(bw);
-  doc["conventions"] = kBandwidthConventions;
+  json doc = bench_doc("e2e", env, bw);
   doc["conventions"]["run"] = fmt::format(
       "one request of {} prompt ids, exactly {} new tokens (stop ids ignored), gamma {}, the median-latency run of "
       "{} per arm (after a short warm-up; the arms take turns run by run); tokens_per_s = new tokens / latency incl. prefill; distortion metric {}",

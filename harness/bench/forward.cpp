@@ -220,13 +220,7 @@ int run_bench_forward(const ForwardBenchArgs& a, const BenchCommon& c) {
     r["ratio"] = r["ms_per_step"].get<double>() / r["floor_ms"].get<double>();
   }
 
-  json doc;
-  doc["command"] = "forward";
-  env["load_average_1m_end"] = load_average_1m();
-  doc["env"] = env;
-  doc["bandwidth"] = bw;
-  doc["floor_read_gbps"] = floor_bw;
-  doc["conventions"] = kBandwidthConventions;
+  json doc = bench_doc("forward", env, bw);
   doc["conventions"]["ms_per_step"] =
       fmt::format("median of {} timed forwards (after {} warm-up) of T new tokens per sequence over a KV cache "
                   "holding {} positions of random K/V; logits for all T rows",

@@ -122,13 +122,7 @@ int run_bench_linear(const LinearBenchArgs& a, const BenchCommon& c) {
   bw.push_back(bandwidth_json(measure_bandwidth(bandwidth_options(c, device)), "end"));
   add_ratios(rows, max_read(bw));
 
-  json doc;
-  doc["command"] = "linear";
-  env["load_average_1m_end"] = load_average_1m();
-  doc["env"] = env;
-  doc["bandwidth"] = bw;
-  doc["floor_read_gbps"] = max_read(bw);
-  doc["conventions"] = kBandwidthConventions;
+  json doc = bench_doc("linear", env, bw);
   doc["conventions"]["ms"] = fmt::format("median of {} timed calls (after {} warm-up), the row counts taking turns",
                                          plan.repeats, plan.warmup);
   doc["conventions"]["gmac_per_s"] = "rows * out * in multiply-adds per second / 1e9";

@@ -103,13 +103,7 @@ void time_batch(const CausalLM& m, int B, const VerifyRun& r, at::Generator& gen
 // The JSON document and its Markdown, printed.
 void emit_verify(const VerifyBenchArgs& a, const BenchCommon& c, const VerifyRun& r, json env, const json& bw,
                  int64_t fwd_params, const json& rows) {
-  json doc;
-  doc["command"] = "verify";
-  env["load_average_1m_end"] = load_average_1m();
-  doc["env"] = env;
-  doc["bandwidth"] = bw;
-  doc["floor_read_gbps"] = max_read(bw);
-  doc["conventions"] = kBandwidthConventions;
+  json doc = bench_doc("verify", env, bw);
   doc["conventions"]["timing"] = fmt::format("median of {} runs after {} warm-up, verifiers interleaved run by run; {}",
                                              r.repeats, r.warmup, DeviceTimer(r.device).method());
   doc["conventions"]["process_ms"] =
