@@ -264,7 +264,7 @@ const Table<DecodingSpec>& decoding_table() {
              "sampling temperature; 0 = greedy target"),
        field("top_p", &D::top_p, Real(1.0, ranges::kTopP),
              "nucleus sampling; 1 = off"),
-       field("top_k", &D::top_k, Int(0, kIntMax, 0), "0 = off"),
+       field("top_k", &D::top_k, Int(0, ranges::kTopK), "0 = off"),
        field("max_new_tokens", &D::max_new_tokens, Int(1, kIntMax, 256), "generation budget per request"),
        field("stop", &D::stop, StrList(), "stop strings (a single string is a list of one)").after([](const At& a, const D& d) {
          for (size_t i = 0; i < d.stop.size(); ++i)

@@ -230,15 +230,15 @@ inline auto Int(std::int64_t lo, std::int64_t hi, std::int64_t example) {
 inline auto Count(std::int64_t lo, std::int64_t example) {
   return [=](const At& a) { return as_count(a.c, a.node, a.path, lo, example); };
 }
-// A number; `bad(v)` true -> "<v> is out of range; <fix>".
-inline auto Real(double example, bool (*bad)(double), std::string_view fix) {
+// An int in one of decoders/param_ranges.h's ranges (the decoders enforce the same at run time).
+inline auto Int(std::int64_t example, const ranges::Range& r) {
   return [=](const At& a) {
-    const double v = as_double(a.c, a.node, a.path, example);
-    if (bad(v)) a.fail(fmt::format("{} is out of range", format_number(v)), fix);
+    const auto v = as_int_in(a.c, a.node, a.path, std::numeric_limits<int>::min(), kIntMax, example);
+    if (!r.ok(static_cast<double>(v))) a.fail(fmt::format("{} is out of range", v), r.fix);
     return v;
   };
 }
-// A number in one of decoders/param_ranges.h's ranges (the decoders enforce the same at run time).
+// A number in one of decoders/param_ranges.h's ranges.
 inline auto Real(double example, const ranges::Range& r) {
   return [=](const At& a) {
     const double v = as_double(a.c, a.node, a.path, example);
