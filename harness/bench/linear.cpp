@@ -57,12 +57,12 @@ LinearPlan linear_plan(const LinearBenchArgs& a, const BenchCommon& c) {
 void time_dtype(const LinearPlan& p, c10::Device device, const std::string& dtype_name, at::Generator& gen, json& rows) {
   const c10::ScalarType dtype = parse_dtype(dtype_name, "--dtype");
   const auto opts = at::TensorOptions().dtype(at::kFloat);
-  const at::Tensor w = (at::randn({p.out, p.in}, gen, c10::nullopt, opts) * 0.02).to(device, dtype);
+  const at::Tensor w = (at::randn({p.out, p.in}, gen, opts) * 0.02).to(device, dtype);
   const layers::LinearWeight lw = layers::prepare_linear(w);
   const std::string path = layers::kernel_path_name(device, dtype);
   std::vector<std::function<void()>> fns;
   for (int m : p.rows) {
-    const at::Tensor x = at::randn({m, p.in}, gen, c10::nullopt, opts).to(device, dtype);
+    const at::Tensor x = at::randn({m, p.in}, gen, opts).to(device, dtype);
     fns.push_back([x, &lw] { (void)layers::linear(x, lw); });
   }
   const std::vector<double> ms = time_side_by_side(fns, p.warmup, p.repeats, device);
