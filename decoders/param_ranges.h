@@ -1,10 +1,12 @@
 // The legal range of each sampling and verifier parameter, stated once. decoders' validate()
 // (sampling.cpp, verify.cpp) enforces them at run time; the config tables
 // (harness/config/schema.cpp) check the same ranges at load time with a located message.
-// Torch-free and header-only so that the config library can use it.
+// Torch-free and header-only (it needs only harness/base) so that the config library can use it.
 #pragma once
 #include <cmath>
 #include <string_view>
+
+#include "harness/base/error.h"
 
 namespace ears::ranges {
 
@@ -22,5 +24,10 @@ inline constexpr Range kBeta{[](double v) { return v >= 0 && std::isfinite(v); }
 // typical acceptance: eps = 0 or delta = 0 accepts nothing; eps is a probability floor.
 inline constexpr Range kEps{[](double v) { return v > 0 && v <= 1; }, "eps must be > 0 and <= 1"};
 inline constexpr Range kDelta{[](double v) { return v > 0 && std::isfinite(v); }, "delta must be > 0"};
+
+// The run-time check (decoders' validate()): "<where>.<key> = <v> is invalid; <fix>" as an ears::Error.
+inline void check(const Range& r, std::string_view where, std::string_view key, double v) {
+  if (!r.ok(v)) fail("{}.{} = {} is invalid; {}", where, key, v, r.fix);
+}
 
 }  // namespace ears::ranges

@@ -11,12 +11,9 @@
 namespace ears {
 
 void validate(const SamplingParams& p, std::string_view where) {
-  const auto check = [&](const ranges::Range& r, std::string_view key, double v) {
-    if (!r.ok(v)) fail("{}.{} = {} is invalid; {}", where, key, v, r.fix);
-  };
-  check(ranges::kTemperature, "temperature", p.temperature);
-  check(ranges::kTopK, "top_k", static_cast<double>(p.top_k));
-  check(ranges::kTopP, "top_p", p.top_p);
+  ranges::check(ranges::kTemperature, where, "temperature", p.temperature);
+  ranges::check(ranges::kTopK, where, "top_k", static_cast<double>(p.top_k));
+  ranges::check(ranges::kTopP, where, "top_p", p.top_p);
 }
 
 ProcessedProbs process_logits(const at::Tensor& logits, const SamplingParams& params) {

@@ -41,12 +41,9 @@ std::string to_string(VerifierSpec::Uncertainty u) {
 }
 
 void validate(const VerifierSpec& s, std::string_view where) {
-  const auto check = [&](const ranges::Range& r, std::string_view key, double v) {
-    if (!r.ok(v)) fail("{}.{} = {} is invalid; {}", where, key, v, r.fix);
-  };
-  check(ranges::kBeta, "beta", s.beta);
-  check(ranges::kEps, "typical_eps", s.typical_eps);
-  check(ranges::kDelta, "typical_delta", s.typical_delta);
+  ranges::check(ranges::kBeta, where, "beta", s.beta);
+  ranges::check(ranges::kEps, where, "typical_eps", s.typical_eps);
+  ranges::check(ranges::kDelta, where, "typical_delta", s.typical_delta);
 }
 
 // ---- shared pieces ----
