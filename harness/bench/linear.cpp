@@ -7,7 +7,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
-#include <map>
 
 #include "decoders/kernel_path.h"
 #include "decoders/layers.h"
@@ -53,7 +52,8 @@ LinearPlan linear_plan(const LinearBenchArgs& a, const BenchCommon& c) {
   return p;
 }
 
-// One row per row count: median ms, GMAC/s and the weight's bytes per second.
+// One row per row count: median ms, GMAC/s, the weight's bytes per second and ms ÷ ms at the
+// smallest row count.
 void time_dtype(const LinearPlan& p, c10::Device device, const std::string& dtype_name, at::Generator& gen, json& rows) {
   const c10::ScalarType dtype = parse_dtype(dtype_name, "--dtype");
   const auto opts = at::TensorOptions().dtype(at::kFloat);
@@ -67,25 +67,21 @@ void time_dtype(const LinearPlan& p, c10::Device device, const std::string& dtyp
   }
   const std::vector<double> ms = time_side_by_side(fns, p.warmup, p.repeats, device);
   const double weight_bytes = static_cast<double>(p.out * p.in * dtype_bytes(dtype));
+  const size_t fewest = static_cast<size_t>(std::min_element(p.rows.begin(), p.rows.end()) - p.rows.begin());
   for (size_t i = 0; i < p.rows.size(); ++i) {
     const double s = ms[i] / 1e3, macs = static_cast<double>(p.rows[i]) * p.out * p.in;
     rows.push_back({{"path", path}, {"dtype", dtype_name}, {"in", p.in}, {"out", p.out},
                     {"rows", p.rows[i]}, {"ms", ms[i]}, {"gmac_per_s", macs / s / 1e9},
-                    {"weight_gbps", weight_bytes / s / 1e9}, {"weight_bytes", weight_bytes}});
+                    {"weight_gbps", weight_bytes / s / 1e9}, {"weight_bytes", weight_bytes},
+                    {"over_min_rows", ms[i] / ms[fewest]}});
   }
 }
 
-// floor_ms, ratio and over_min_rows (ms ÷ ms at the smallest row count of the same dtype).
-void add_ratios(json& rows, double floor_bw) {
-  std::map<std::string, std::pair<int, double>> fewest;  // dtype -> (rows, ms)
-  for (const auto& r : rows) {
-    auto [it, fresh] = fewest.try_emplace(r["dtype"].get<std::string>(), r["rows"].get<int>(), r["ms"].get<double>());
-    if (!fresh && r["rows"].get<int>() < it->second.first) it->second = {r["rows"].get<int>(), r["ms"].get<double>()};
-  }
+// floor_ms (the weight streamed once at the run's best read bandwidth) and ratio = ms ÷ floor_ms.
+void add_floors(json& rows, double floor_bw) {
   for (auto& r : rows) {
     r["floor_ms"] = r["weight_bytes"].get<double>() / (floor_bw * 1e9) * 1e3;
     r["ratio"] = r["ms"].get<double>() / r["floor_ms"].get<double>();
-    r["over_min_rows"] = r["ms"].get<double>() / fewest[r["dtype"].get<std::string>()].second;
   }
 }
 
@@ -120,9 +116,8 @@ int run_bench_linear(const LinearBenchArgs& a, const BenchCommon& c) {
   json rows = json::array();
   for (const auto& d : plan.dtypes) time_dtype(plan, device, d, gen, rows);
   bw.push_back(bandwidth_json(measure_bandwidth(bandwidth_options(c, device)), "end"));
-  add_ratios(rows, max_read(bw));
-
   json doc = bench_doc("linear", env, bw);
+  add_floors(rows, doc["floor_read_gbps"].get<double>());
   doc["conventions"]["ms"] = fmt::format("median of {} timed calls (after {} warm-up), the row counts taking turns",
                                          plan.repeats, plan.warmup);
   doc["conventions"]["gmac_per_s"] = "rows * out * in multiply-adds per second / 1e9";
