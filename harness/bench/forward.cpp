@@ -79,15 +79,23 @@ struct ForwardTables {
   std::vector<std::string> speedups;  // --compare-kernels
 };
 
-// Times every path at batch B and T new tokens side by side; one row per path.
-void time_shape(const ForwardBenchArgs& a, const ForwardPlan& plan, std::vector<PathModel>& paths,
-                std::vector<KVCache>& caches, int B, int T, const std::string& label, at::Generator& gen,
-                c10::Device device, std::map<std::tuple<size_t, int, int>, double>& ms, ForwardTables& t) {
+// One timed shape: a path's model at batch B and T new tokens per sequence.
+struct Shape {
+  size_t path;
+  int B, T;
+};
+
+// Times every shape side by side (round-robin, so that decode 1 vs verify γ+1 and batch 1 vs
+// the largest batch see the same machine state: their ratios are paired); one row per shape.
+void time_shapes(const ForwardBenchArgs& a, const ForwardPlan& plan, std::vector<PathModel>& paths,
+                 const std::vector<Shape>& shapes, std::map<std::pair<size_t, int>, KVCache>& caches,
+                 const std::string& label, at::Generator& gen, c10::Device device,
+                 std::map<std::tuple<size_t, int, int>, double>& ms, ForwardTables& t) {
   const kernels::Path start = kernels::path();
   std::vector<std::function<void()>> steps;
-  for (size_t i = 0; i < paths.size(); ++i) {
-    std::function<void()> step = decode_step(paths[i].model, caches[i], T, gen);
-    steps.push_back([path = paths[i].path, step] {
+  for (const Shape& s : shapes) {
+    std::function<void()> step = decode_step(paths[s.path].model, caches.at({s.path, s.B}), s.T, gen);
+    steps.push_back([path = paths[s.path].path, step] {
       kernels::set_path(path);
       step();
     });
@@ -96,21 +104,24 @@ void time_shape(const ForwardBenchArgs& a, const ForwardPlan& plan, std::vector<
   kernels::set_path(start);
   const ModelConfig& cfg = paths[0].model.config();
   const c10::ScalarType dtype = paths[0].model.dtype();
-  for (size_t i = 0; i < paths.size(); ++i) {
-    ms[{i, B, T}] = medians[i];
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    const auto [i, B, T] = shapes[k];
+    ms[{i, B, T}] = medians[k];
     t.rows.push_back({{"model", label}, {"path", paths[i].name}, {"params", param_count(cfg)},
                       {"streamed_params", streamed_param_count(cfg)}, {"dtype", dtype_name(dtype)}, {"batch", B},
-                      {"tokens_per_step", T}, {"ms_per_step", medians[i]},
+                      {"tokens_per_step", T}, {"ms_per_step", medians[k]},
                       {"weight_bytes", streamed_param_count(cfg) * dtype_bytes(dtype)},
                       {"kv_bytes", kv_read_bytes(cfg, B, a.context + T, dtype)}, {"context", a.context},
-                      {"tokens_per_s", B * T / (medians[i] / 1e3)}});
+                      {"tokens_per_s", B * T / (medians[k] / 1e3)}});
   }
   if (paths.size() == 2)
-    t.speedups.push_back(fmt::format("{} batch {} × {} token(s): {:.2f}×", dtype_name(dtype), B, T,
-                                     ms[{1, B, T}] / ms[{0, B, T}]));
+    for (const Shape& s : shapes)
+      if (s.path == 0)
+        t.speedups.push_back(fmt::format("{} batch {} × {} token(s): {:.2f}×", dtype_name(dtype), s.B, s.T,
+                                         ms[{1, s.B, s.T}] / ms[{0, s.B, s.T}]));
 }
 
-// Every batch size and token count for one dtype, then its summary rows.
+// Every batch size and token count for one dtype, timed together, then its summary rows.
 void time_dtype(const ForwardBenchArgs& a, const ForwardPlan& plan, const fs::path& dir, c10::Device device,
                 c10::ScalarType dtype, at::Generator& gen, ForwardTables& t) {
   std::vector<PathModel> paths = load_paths(dir, device, dtype, a.compare_kernels);
@@ -119,12 +130,16 @@ void time_dtype(const ForwardBenchArgs& a, const ForwardPlan& plan, const fs::pa
                                                     cfg.vocab_size)
                                       : fs::path(a.model).lexically_normal().filename().string();
   if (label.empty()) label = fs::path(a.model).lexically_normal().parent_path().filename().string();
+  std::map<std::pair<size_t, int>, KVCache> caches;  // (path, batch) -> cache holding the context
+  std::vector<Shape> shapes;
+  for (int B : plan.batches)
+    for (int T : {1, a.gamma + 1})
+      for (size_t i = 0; i < paths.size(); ++i) {
+        if (!caches.count({i, B})) caches.emplace(std::pair{i, B}, prefilled_cache(paths[i].model, B, a.context, a.gamma + 1));
+        shapes.push_back({i, B, T});
+      }
   std::map<std::tuple<size_t, int, int>, double> ms;  // (path, batch, tokens) -> median
-  for (int B : plan.batches) {
-    std::vector<KVCache> caches;
-    for (const PathModel& p : paths) caches.push_back(prefilled_cache(p.model, B, a.context, a.gamma + 1));
-    for (int T : {1, a.gamma + 1}) time_shape(a, plan, paths, caches, B, T, label, gen, device, ms, t);
-  }
+  time_shapes(a, plan, paths, shapes, caches, label, gen, device, ms, t);
   const int bmax = *std::max_element(plan.batches.begin(), plan.batches.end());
   const int bmin = *std::min_element(plan.batches.begin(), plan.batches.end());
   for (size_t i = 0; i < paths.size(); ++i) {
@@ -223,7 +238,8 @@ int run_bench_forward(const ForwardBenchArgs& a, const BenchCommon& c) {
   json doc = bench_doc("forward", env, bw);
   doc["conventions"]["ms_per_step"] =
       fmt::format("median of {} timed forwards (after {} warm-up) of T new tokens per sequence over a KV cache "
-                  "holding {} positions of random K/V; logits for all T rows",
+                  "holding {} positions of random K/V; logits for all T rows; every batch, T and path of a dtype "
+                  "timed round-robin, so their ratios are paired",
                   plan.repeats, plan.warmup, a.context);
   doc["conventions"]["tokens_per_s"] = "batch * tokens_per_step / step time (positions scored per second)";
   doc["conventions"]["timer"] = DeviceTimer(device).method();
