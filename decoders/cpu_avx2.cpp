@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
@@ -293,10 +294,10 @@ struct F32 {
   static float widen(T f) { return f; }
 };
 
-template <class E>
-EARS_AVX2 float dot_rows(const typename E::T* a, const typename E::T* b, int64_t n) {
+template <class E, class EB = E>
+EARS_AVX2 float dot_rows(const typename E::T* a, const typename EB::T* b, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
-  for (int64_t k = 0; k < n; k += 8) acc = _mm256_fmadd_ps(E::load(a + k, n - k), E::load(b + k, n - k), acc);
+  for (int64_t k = 0; k < n; k += 8) acc = _mm256_fmadd_ps(E::load(a + k, n - k), EB::load(b + k, n - k), acc);
   return hsum(acc);
 }
 
@@ -346,17 +347,17 @@ EARS_AVX2 void rope_impl(const typename E::T* x, int64_t outer, int64_t outer_st
 }
 
 // q . k_j for 4 keys at once (4 independent FMA chains; each key's sum is the same sequence as
-// dot_rows': chunks in order, then hsum).
-template <class E>
-EARS_AVX2 void dot4(const typename E::T* q, const typename E::T* k, int64_t ldk, int64_t hd, float* out) {
+// dot_rows': chunks in order, then hsum). K's elements are KV's: E's, or fp32 widened from them.
+template <class E, class KV>
+EARS_AVX2 void dot4(const typename E::T* q, const typename KV::T* k, int64_t ldk, int64_t hd, float* out) {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   for (int64_t d = 0; d < hd; d += 8) {
     const int64_t left = hd - d;
     const __m256 qv = E::load(q + d, left);
-    a0 = _mm256_fmadd_ps(qv, E::load(k + d, left), a0);
-    a1 = _mm256_fmadd_ps(qv, E::load(k + ldk + d, left), a1);
-    a2 = _mm256_fmadd_ps(qv, E::load(k + 2 * ldk + d, left), a2);
-    a3 = _mm256_fmadd_ps(qv, E::load(k + 3 * ldk + d, left), a3);
+    a0 = _mm256_fmadd_ps(qv, KV::load(k + d, left), a0);
+    a1 = _mm256_fmadd_ps(qv, KV::load(k + ldk + d, left), a1);
+    a2 = _mm256_fmadd_ps(qv, KV::load(k + 2 * ldk + d, left), a2);
+    a3 = _mm256_fmadd_ps(qv, KV::load(k + 3 * ldk + d, left), a3);
   }
   out[0] = hsum(a0);
   out[1] = hsum(a1);
@@ -366,26 +367,28 @@ EARS_AVX2 void dot4(const typename E::T* q, const typename E::T* k, int64_t ldk,
 
 // sum_j p_j v_j over lanes [c0 * 8, c0 * 8 + 8 * NC) of the head: NC accumulators in registers
 // (a runtime-sized array of them lived in memory: a store-to-load chain per FMA).
-template <class E, int NC>
-EARS_AVX2 void weighted_values(const float* p, const typename E::T* v, int64_t ldv, int64_t n_keys, int64_t hd,
+template <class E, class KV, int NC>
+EARS_AVX2 void weighted_values(const float* p, const typename KV::T* v, int64_t ldv, int64_t n_keys, int64_t hd,
                                int64_t c0, typename E::T* out) {
   __m256 acc[NC];
   for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
   for (int64_t j = 0; j < n_keys; ++j) {
     const __m256 pj = _mm256_set1_ps(p[j]);
-    const typename E::T* vj = v + j * ldv + c0 * 8;
-    for (int c = 0; c < NC; ++c) acc[c] = _mm256_fmadd_ps(pj, E::load(vj + c * 8, hd - (c0 + c) * 8), acc[c]);
+    const typename KV::T* vj = v + j * ldv + c0 * 8;
+    for (int c = 0; c < NC; ++c) acc[c] = _mm256_fmadd_ps(pj, KV::load(vj + c * 8, hd - (c0 + c) * 8), acc[c]);
   }
   for (int c = 0; c < NC; ++c) E::store(out + (c0 + c) * 8, acc[c], hd - (c0 + c) * 8);
 }
 
-template <class E>
-EARS_AVX2 void attend_impl(const typename E::T* q, const typename E::T* k, int64_t ldk, const typename E::T* v,
+// One query row; K and V hold KV's elements (E's own, or fp32 widened from them exactly: the same
+// result bit for bit).
+template <class E, class KV = E>
+EARS_AVX2 void attend_impl(const typename E::T* q, const typename KV::T* k, int64_t ldk, const typename KV::T* v,
                            int64_t ldv, int64_t n_keys, int64_t hd, float scale, float* scratch, typename E::T* out) {
   // Scores: round(q . k_j), times the scale and rounded again (HF: matmul, then * scaling).
   int64_t j = 0;
-  for (; j + 4 <= n_keys; j += 4) dot4<E>(q, k + j * ldk, ldk, hd, scratch + j);
-  for (; j < n_keys; ++j) scratch[j] = dot_rows<E>(q, k + j * ldk, hd);
+  for (; j + 4 <= n_keys; j += 4) dot4<E, KV>(q, k + j * ldk, ldk, hd, scratch + j);
+  for (; j < n_keys; ++j) scratch[j] = dot_rows<E, KV>(q, k + j * ldk, hd);
   // Scaled, rounded scores, their max, exp(s - max), its sum and the rounded probabilities, 8
   // keys at a time (the scalar tail padded with -inf: exp gives 0); the same roundings per key
   // as the scalar formula.
@@ -429,9 +432,50 @@ EARS_AVX2 void attend_impl(const typename E::T* q, const typename E::T* k, int64
   // sum_j p_j v_j in fp32, 8 lanes at a time.
   const int64_t chunks = (hd + 7) / 8;
   int64_t c0 = 0;
-  for (; c0 + 8 <= chunks; c0 += 8) weighted_values<E, 8>(scratch, v, ldv, n_keys, hd, c0, out);
-  for (; c0 + 4 <= chunks; c0 += 4) weighted_values<E, 4>(scratch, v, ldv, n_keys, hd, c0, out);
-  for (; c0 < chunks; ++c0) weighted_values<E, 1>(scratch, v, ldv, n_keys, hd, c0, out);
+  for (; c0 + 8 <= chunks; c0 += 8) weighted_values<E, KV, 8>(scratch, v, ldv, n_keys, hd, c0, out);
+  for (; c0 + 4 <= chunks; c0 += 4) weighted_values<E, KV, 4>(scratch, v, ldv, n_keys, hd, c0, out);
+  for (; c0 < chunks; ++c0) weighted_values<E, KV, 1>(scratch, v, ldv, n_keys, hd, c0, out);
+}
+
+// n rows of hd bf16 (row stride ld) -> fp32, packed (row stride hd).
+EARS_AVX2 void widen_rows(const uint16_t* x, int64_t ld, int64_t n, int64_t hd, float* y) {
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t d = 0; d < hd; d += 8) F32::store(y + r * hd + d, Bf16::load(x + r * ld + d, hd - d), hd - d);
+}
+
+// The query rows of one sequence and KV head (module comment in the header). From
+// kWidenMinRows rows on (prefill), they share one widening of K and V to fp32 (n_keys x hd
+// each): the row kernel's bf16 loads cost two shuffle-port ops per 8 elements for every row.
+// Below that the fp32 copies (twice the bytes, out of L1) cost more than they save: at 3 rows
+// (12 query heads over 4 KV heads, 1 token) the widened rows were 1.3-1.5x slower, at 18 rows
+// (6 tokens) even, at 384 rows (a 128-token prefill) 1.3-1.7x faster (Zen 4, 12 layers of a
+// 100M Qwen3's attention, `avx2` path).
+constexpr int64_t kWidenMinRows = 32;
+template <class E>
+EARS_AVX2 void attend_rows_impl(const typename E::T* q, int64_t ldq, int64_t T, int64_t G, const int64_t* n_keys,
+                                const typename E::T* k, int64_t ldk, const typename E::T* v, int64_t ldv, int64_t hd,
+                                float scale, typename E::T* out, int64_t ldo) {
+  const int64_t most = *std::max_element(n_keys, n_keys + T);
+  const bool widen = std::is_same_v<E, Bf16> && T * G >= kWidenMinRows;
+  thread_local std::vector<float> scratch;
+  scratch.resize(static_cast<size_t>(most + (widen ? 2 * most * hd : 0)));
+  float* kf = scratch.data() + most;
+  float* vf = kf + most * hd;
+  if constexpr (std::is_same_v<E, Bf16>)
+    if (widen) {
+      widen_rows(k, ldk, most, hd, kf);
+      widen_rows(v, ldv, most, hd, vf);
+    }
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t g = 0; g < G; ++g) {
+      const typename E::T* qr = q + t * ldq + g * hd;
+      typename E::T* o = out + t * ldo + g * hd;
+      if (widen) {
+        attend_impl<E, F32>(qr, kf, hd, vf, hd, n_keys[t], hd, scale, scratch.data(), o);
+      } else {
+        attend_impl<E>(qr, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), o);
+      }
+    }
 }
 
 }  // namespace
@@ -460,6 +504,14 @@ void attend_row(const float* q, const float* k, int64_t ldk, const float* v, int
                 float scale, float* scratch, float* out) {
   attend_impl<F32>(q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out);
 }
+void attend_rows(const uint16_t* q, int64_t ldq, int64_t T, int64_t G, const int64_t* n_keys, const uint16_t* k,
+                 int64_t ldk, const uint16_t* v, int64_t ldv, int64_t hd, float scale, uint16_t* out, int64_t ldo) {
+  attend_rows_impl<Bf16>(q, ldq, T, G, n_keys, k, ldk, v, ldv, hd, scale, out, ldo);
+}
+void attend_rows(const float* q, int64_t ldq, int64_t T, int64_t G, const int64_t* n_keys, const float* k,
+                 int64_t ldk, const float* v, int64_t ldv, int64_t hd, float scale, float* out, int64_t ldo) {
+  attend_rows_impl<F32>(q, ldq, T, G, n_keys, k, ldk, v, ldv, hd, scale, out, ldo);
+}
 
 #else  // not x86-64 with GCC/Clang: kernels::path() is always aten, these are never called
 
@@ -474,6 +526,10 @@ void rope_rows(const float*, int64_t, int64_t, int64_t, int64_t, const float*, c
 void attend_row(const uint16_t*, const uint16_t*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, float, float*,
                 uint16_t*) {}
 void attend_row(const float*, const float*, int64_t, const float*, int64_t, int64_t, int64_t, float, float*, float*) {}
+void attend_rows(const uint16_t*, int64_t, int64_t, int64_t, const int64_t*, const uint16_t*, int64_t, const uint16_t*,
+                 int64_t, int64_t, float, uint16_t*, int64_t) {}
+void attend_rows(const float*, int64_t, int64_t, int64_t, const int64_t*, const float*, int64_t, const float*, int64_t,
+                 int64_t, float, float*, int64_t) {}
 
 #endif
 

@@ -32,22 +32,36 @@ namespace {
 constexpr int64_t kRowDotMaxRows = 8;
 constexpr int64_t kAttentionMaxTokens = 16;
 
+// The query rows of one sequence that share a KV head (cpu_avx2.h's attend_rows contract), one
+// cpu_bf16::attend_row at a time: vdpbf16ps reads bf16 K / V natively, nothing to share.
+void bf16_attend_rows_by_row(const uint16_t* q, int64_t ldq, int64_t T, int64_t G, const int64_t* n_keys,
+                             const uint16_t* k, int64_t ldk, const uint16_t* v, int64_t ldv, int64_t hd, float scale,
+                             uint16_t* out, int64_t ldo) {
+  thread_local std::vector<float> scratch;
+  scratch.resize(static_cast<size_t>(*std::max_element(n_keys, n_keys + T)));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t g = 0; g < G; ++g)
+      cpu_bf16::attend_row(q + t * ldq + g * hd, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(),
+                           out + t * ldo + g * hd);
+}
+
 // The bf16 row kernels of the kernel path in effect (decoders/kernel_path.h); null on aten.
 struct Bf16RowKernels {
   decltype(&cpu_bf16::rms_norm_rows) rms_norm_rows;
   decltype(&cpu_bf16::rope_rows) rope_rows;
   decltype(&cpu_bf16::attend_row) attend_row;
-  decltype(&cpu_bf16::amx_gemm) packed_gemm;  // over the AMX-packed weight
-  int64_t attention_max_tokens;               // longer prefills take ATen (native bf16 there)
+  decltype(&bf16_attend_rows_by_row) attend_rows;  // the rows sharing one KV head
+  decltype(&cpu_bf16::amx_gemm) packed_gemm;       // over the AMX-packed weight
+  int64_t attention_max_tokens;                    // longer prefills take ATen (native bf16 there)
 };
 const Bf16RowKernels* bf16_kernels() {
   static const Bf16RowKernels amx{cpu_bf16::rms_norm_rows, cpu_bf16::rope_rows, cpu_bf16::attend_row,
-                                  cpu_bf16::amx_gemm, kAttentionMaxTokens};
+                                  bf16_attend_rows_by_row, cpu_bf16::amx_gemm, kAttentionMaxTokens};
   static const Bf16RowKernels vnni{cpu_bf16::rms_norm_rows, cpu_bf16::rope_rows, cpu_bf16::attend_row,
-                                   cpu_bf16::vnni_gemm, kAttentionMaxTokens};
+                                   bf16_attend_rows_by_row, cpu_bf16::vnni_gemm, kAttentionMaxTokens};
   // ATen's bf16 matmul is emulated on these CPUs: attention takes the kernel at any length.
   static const Bf16RowKernels avx2{cpu_avx2::rms_norm_rows, cpu_avx2::rope_rows, cpu_avx2::attend_row,
-                                   cpu_avx2::gemm_bf16, std::numeric_limits<int64_t>::max()};
+                                   cpu_avx2::attend_rows, cpu_avx2::gemm_bf16, std::numeric_limits<int64_t>::max()};
   switch (kernels::path()) {
     case kernels::Path::amx: return &amx;
     case kernels::Path::avx512bf16: return &vnni;
@@ -405,30 +419,33 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
       v.scalar_type() == q.scalar_type() && k.stride(3) == 1 && v.stride(3) == 1 && hd <= 512 &&
       !(at::GradMode::is_enabled() && (k.requires_grad() || v.requires_grad()))) {
     // One query row per (b, t, h) over its visible prefix of keys: positions[b, t] + 1 of them.
+    // Work items (b, KV head, t), each the G query heads sharing that KV head; a thread's
+    // consecutive items of one (b, KV head) go to the kernel together (they share its K and V).
     const at::Tensor qc = q.contiguous();
     const at::Tensor pos = positions.to(at::kLong).contiguous();
     at::Tensor out = at::empty({B, T, H * hd}, q.options());
-    const int64_t* pb = pos.data_ptr<int64_t>();
+    std::vector<int64_t> n_keys(static_cast<size_t>(B * T));
+    for (int64_t bt = 0; bt < B * T; ++bt) n_keys[bt] = std::min<int64_t>(pos.data_ptr<int64_t>()[bt] + 1, S);
     const float fscale = static_cast<float>(scale);
-    // Row r of the output: its query, keys and values (element pointers into q, k, v, out).
-    auto rows = [&](auto* qb, auto* kb, auto* vb, auto* ob, auto attend_row) {
-      at::parallel_for(0, B * T * H, 16, [&](int64_t r0, int64_t r1) {  // >= 16 query rows per thread
-        std::vector<float> scratch(static_cast<size_t>(S));
-        for (int64_t r = r0; r < r1; ++r) {
-          const int64_t bt = r / H, h = r % H, b = bt / T, kvh = h / G;
-          const int64_t n_keys = std::min<int64_t>(pb[bt] + 1, S);
-          attend_row(qb + r * hd, kb + b * k.stride(0) + kvh * k.stride(1), k.stride(2),
-                     vb + b * v.stride(0) + kvh * v.stride(1), v.stride(2), n_keys, hd, fscale, scratch.data(),
-                     ob + r * hd);
+    auto rows = [&](auto* qb, auto* kb, auto* vb, auto* ob, auto attend_rows) {
+      at::parallel_for(0, B * K * T, (16 + G - 1) / G, [&](int64_t i0, int64_t i1) {  // >= 16 query rows per thread
+        for (int64_t i = i0; i < i1;) {
+          const int64_t bk = i / T, t0 = i % T, n = std::min(T - t0, i1 - i), b = bk / K, kvh = bk % K;
+          const int64_t row0 = (b * T + t0) * H + kvh * G;  // query row (b, t0, kvh * G)
+          attend_rows(qb + row0 * hd, H * hd, n, G, n_keys.data() + b * T + t0, kb + b * k.stride(0) + kvh * k.stride(1),
+                      k.stride(2), vb + b * v.stride(0) + kvh * v.stride(1), v.stride(2), hd, fscale, ob + row0 * hd,
+                      H * hd);
+          i += n;
         }
       });
     };
     if (f32) {
-      using F = void (*)(const float*, const float*, int64_t, const float*, int64_t, int64_t, int64_t, float, float*, float*);
+      using F = void (*)(const float*, int64_t, int64_t, int64_t, const int64_t*, const float*, int64_t, const float*,
+                         int64_t, int64_t, float, float*, int64_t);
       rows(qc.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(), out.data_ptr<float>(),
-           static_cast<F>(cpu_avx2::attend_row));
+           static_cast<F>(cpu_avx2::attend_rows));
     } else {
-      rows(bits(qc), bits(k), bits(v), bits_mut(out), bf16_kernels()->attend_row);
+      rows(bits(qc), bits(k), bits(v), bits_mut(out), bf16_kernels()->attend_rows);
     }
     return out;
   }
