@@ -79,7 +79,7 @@ at::Tensor sample_from_probs(const at::Tensor& probs, const at::Tensor& uniforms
   // Adding an exact 0 leaves a running sum unchanged, so a zero-probability id owns an empty
   // interval of the CDF and the right-sided search never returns it.
   const at::Tensor cdf = probs.to(at::kFloat).cumsum(-1);  // CPU: accumulated in double, stored float32
-  const at::Tensor total = cdf.narrow(1, V - 1, 1);        // [N, 1]
+  const at::Tensor total = cdf.narrow(1, V - 1, 1).contiguous();  // [N, 1] (searchsorted warns on a view)
   const at::Tensor t = uniforms.to(cdf.device(), at::kFloat).unsqueeze(1) * total;
   const at::Tensor ids = at::searchsorted(cdf, t, /*out_int32=*/false, /*right=*/true);
   // Should u * total round up to total (u within 2^-24 of 1), the search runs off the end: take

@@ -283,3 +283,14 @@ TEST(RunnerCli, SameOutputsAcrossThreadCounts) {
   EXPECT_EQ(read_json(dir / "run_meta.json")["environment"]["threads"], 2);
   expect_same_outcomes(reference_run(), dir);
 }
+
+// A batched run at T > 0 (several rows sampled per call) prints nothing on stderr with --quiet:
+// no LibTorch warning (searchsorted once warned about a non-contiguous [B, 1] view).
+TEST(RunnerCli, BatchedSampledRunIsQuietOnStderr) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path dir = env().root / "batched-quiet";
+  Proc p = cli({"run", env().config3.string(), "--set", "dataset.limit=6", "--set", "decoding.batch_size=3", "--out",
+                dir.string(), "--threads", "1", "--quiet"});
+  ASSERT_EQ(p.exit_code, 0) << show(p);
+  EXPECT_EQ(p.err, "") << show(p);
+}
