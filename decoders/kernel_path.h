@@ -32,6 +32,11 @@ struct CpuInfo {
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512bf16 = false;
   bool amx_tile = false, amx_bf16 = false;  // CPUID bits; amx_granted says whether the OS lets us use them
   bool amx_granted = false;
+  // ONEDNN_MAX_CPU_ISA (or its older name DNNL_MAX_CPU_ISA) as set in the environment, "" when
+  // unset, and whether it keeps oneDNN below AVX-512 (SSE41, AVX, AVX2, AVX2_VNNI, ...): the
+  // recipe that measures an AVX2-only CPU on an AVX-512 one (docs/performance.md).
+  std::string onednn_cap;
+  bool onednn_below_avx512 = false;
   // The instruction-set features above that are present, space-separated ("avx2 fma f16c ...").
   std::string isa() const;
 };
@@ -47,7 +52,8 @@ Path path();
 void set_path(Path p);
 
 // True when the CPU executes bf16 matrix products natively (AVX512_BF16 or AMX), so LibTorch's
-// own bf16 ops are not emulated.
+// own bf16 ops are not emulated; false under a oneDNN cap below AVX-512 (LibTorch then computes
+// bf16 matmul with its own emulating GEMM, as on an AVX2-only CPU: decoders/runtime.h).
 bool native_bf16();
 
 }  // namespace kernels

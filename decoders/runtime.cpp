@@ -13,6 +13,7 @@
 #include <atomic>
 #include <thread>
 
+#include "decoders/kernel_path.h"
 #include "harness/base/error.h"
 
 namespace ears {
@@ -42,6 +43,10 @@ c10::Device parse_device(const std::string& name, const std::string& what) {
 int set_threads(int requested, const std::string& what) {
   at::set_num_threads(resolve_threads(requested, what));
   return at::get_num_threads();
+}
+
+void apply_onednn_cap() {
+  if (kernels::cpu_info().onednn_below_avx512) at::globalContext().setUserEnabledMkldnn(false);
 }
 
 void synchronize(c10::Device device) {

@@ -316,3 +316,25 @@ TEST(Cli, GenerateJsonSaysWhatRan) {
   EXPECT_FALSE(m.value("checkpoint_dtype", "").empty()) << r.out;
   EXPECT_FALSE(m.value("kernel_path", "").empty()) << r.out;
 }
+
+// The recipe that measures an AVX2-only CPU on an AVX-512 one (docs/performance.md): with oneDNN
+// capped at AVX2, LibTorch's own bf16 ops are not native, so `auto` on the ATen path computes in
+// float32 as on an AVX2-only CPU, an explicit bfloat16 still runs (LibTorch 1.13 hands bf16 matmul
+// to oneDNN from CPUID, and capped oneDNN refuses it unless switched off: exit 1 before),
+// and the environment records the cap.
+TEST(Cli, OneDnnCapBelowAvx512RunsAsOnAnAvx2Cpu) {
+  const std::string target = (ears::test::source_dir() / "models/tiny-qwen3").string();
+  const std::string common = "generate --json --threads 1 --target " + target + " --ids '24 26 221' --max-new-tokens 4";
+  ::setenv("ONEDNN_MAX_CPU_ISA", "avx2", 1);
+  ::setenv("EARS_KERNELS", "aten", 1);
+  const auto autod = run_ears(common);
+  const auto bf16 = run_ears(common + " --dtype bfloat16");
+  ::unsetenv("ONEDNN_MAX_CPU_ISA");
+  ::unsetenv("EARS_KERNELS");
+  ASSERT_EQ(autod.exit_code, 0) << autod.err;
+  const json a = json::parse(autod.out);
+  EXPECT_EQ(a["env"]["model"]["compute_dtype"], "float32") << autod.out;
+  EXPECT_NE(a["env"]["cpu_isa"].get<std::string>().find("; ONEDNN_MAX_CPU_ISA=avx2"), std::string::npos) << autod.out;
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
+  EXPECT_EQ(json::parse(bf16.out)["env"]["model"]["compute_dtype"], "bfloat16") << bf16.out;
+}

@@ -230,9 +230,11 @@ TEST_P(CpuKernels, AttentionMatchesAtenPathAndIgnoresKeysPastThePosition) {
   ASSERT_EQ(kernel.sizes(), aten.sizes());
   ASSERT_TRUE(at::isfinite(kernel).all().item<bool>());
   // Same roundings as the ATen path (bf16 scores, bf16 probabilities); only the order of the fp32
-  // sums differs, which can move a bf16 rounding by one ulp.
+  // sums differs, which can move a bf16 rounding by one ulp. Where LibTorch's bf16 matmul is its
+  // own (no AVX-512, or oneDNN capped below it), probs @ v does not accumulate in fp32: LibTorch
+  // 1.13 measured mean |error| 1.16e-3 against the fp32 product rounded once (oneDNN: 0).
   EXPECT_LE(max_abs(kernel, aten), 0.02);
-  EXPECT_LE(mean_abs(kernel, aten), 1e-3);
+  EXPECT_LE(mean_abs(kernel, aten), ears::kernels::native_bf16() ? 1e-3 : 3e-3);
 }
 
 // The query rows that share a KV head go to the kernel together (bf16 on avx2: K and V widened

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <string>
 
+#include "decoders/runtime.h"
 #include "harness/cli/commands.h"
 #include "harness/run/environment.h"
 #include "harness/base/error.h"
@@ -29,6 +30,7 @@ __attribute__((section(".preinit_array"), used)) static void (*const kOmpWaitPre
 int main(int argc, char** argv) {
   ears::default_omp_wait(argv);  // only when the preinit hook above did not run
   ears::tune_malloc();
+  ears::apply_onednn_cap();
   CLI::App app{"ears-bench — evaluate speculative decoding verifiers (baseline, EARS, ...) on real models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "ears-bench 0.1");

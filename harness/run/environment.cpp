@@ -139,7 +139,7 @@ json environment_json() {
           {"cuda_build", cuda_build},
           {"cuda_devices", at::hasCUDA() ? static_cast<int64_t>(at::getNumGPUs()) : 0},
           {"cpu_model", cpu.model},
-          {"cpu_isa", cpu.isa()},
+          {"cpu_isa", cpu.onednn_cap.empty() ? cpu.isa() : cpu.isa() + "; ONEDNN_MAX_CPU_ISA=" + cpu.onednn_cap},
           {"cpu_flags", cpu_flags()},
           {"logical_cpus", logical_cpus()},
           {"l3_cache_bytes", l3_cache_bytes()},
