@@ -27,9 +27,9 @@ int set_threads(int requested, const std::string& what = "--threads");
 // (kernels::CpuInfo::onednn_below_avx512): LibTorch 1.13 sends bf16 matmul to oneDNN when CPUID
 // shows AVX-512, whatever the cap, and capped oneDNN refuses it ("could not create a primitive
 // descriptor iterator"; 2.15 copes). Under such a cap oneDNN is switched off for the process, on
-// both toolchains, so bf16 matmul takes LibTorch's own GEMM, as on a CPU without AVX-512. No-op without a cap. Call
-// before the first tensor op: the CLI's main() and every LibTorch test binary do
-// (tests/libtorch_setup.cpp).
+// both toolchains, so bf16 matmul takes LibTorch's own GEMM, as on a CPU without AVX-512. No-op
+// without a cap. Call before the first tensor op: the CLI's main() and every LibTorch test binary
+// do (tests/libtorch_setup.cpp).
 void apply_onednn_cap();
 
 // Blocks until all work queued on `device` is done (no-op on CPU).
