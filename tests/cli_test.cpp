@@ -325,12 +325,9 @@ TEST(Cli, GenerateJsonSaysWhatRan) {
 TEST(Cli, OneDnnCapBelowAvx512RunsAsOnAnAvx2Cpu) {
   const std::string target = (ears::test::source_dir() / "models/tiny-qwen3").string();
   const std::string common = "generate --json --threads 1 --target " + target + " --ids '24 26 221' --max-new-tokens 4";
-  ::setenv("ONEDNN_MAX_CPU_ISA", "avx2", 1);
-  ::setenv("EARS_KERNELS", "aten", 1);
+  ears::test::ScopedEnv cap("ONEDNN_MAX_CPU_ISA", "avx2"), path("EARS_KERNELS", "aten");
   const auto autod = run_ears(common);
   const auto bf16 = run_ears(common + " --dtype bfloat16");
-  ::unsetenv("ONEDNN_MAX_CPU_ISA");
-  ::unsetenv("EARS_KERNELS");
   ASSERT_EQ(autod.exit_code, 0) << autod.err;
   const json a = json::parse(autod.out);
   EXPECT_EQ(a["env"]["model"]["compute_dtype"], "float32") << autod.out;

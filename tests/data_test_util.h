@@ -12,6 +12,7 @@
 
 #include "datasets/dataset.h"
 #include "harness/base/error.h"
+#include "tests/test_util.h"
 
 namespace fs = std::filesystem;
 
@@ -36,20 +37,7 @@ struct TempDir {
   }
 };
 
-// Sets an environment variable for the scope, restoring the old value.
-struct ScopedEnv {
-  std::string name;
-  std::optional<std::string> old;
-  ScopedEnv(std::string n, const std::optional<std::string>& value) : name(std::move(n)) {
-    if (const char* v = std::getenv(name.c_str())) old = v;
-    if (value) ::setenv(name.c_str(), value->c_str(), 1);
-    else ::unsetenv(name.c_str());
-  }
-  ~ScopedEnv() {
-    if (old) ::setenv(name.c_str(), old->c_str(), 1);
-    else ::unsetenv(name.c_str());
-  }
-};
+using ears::test::ScopedEnv;
 
 inline std::string error_of(const DatasetSpec& spec) {
   try {
