@@ -380,18 +380,13 @@ EARS_AVX2 void weighted_values(const float* p, const typename KV::T* v, int64_t 
   for (int c = 0; c < NC; ++c) E::store(out + (c0 + c) * 8, acc[c], hd - (c0 + c) * 8);
 }
 
-// One query row; K and V hold KV's elements (E's own, or fp32 widened from them exactly: the same
-// result bit for bit).
-template <class E, class KV = E>
-EARS_AVX2 void attend_impl(const typename E::T* q, const typename KV::T* k, int64_t ldk, const typename KV::T* v,
-                           int64_t ldv, int64_t n_keys, int64_t hd, float scale, float* scratch, typename E::T* out) {
-  // Scores: round(q . k_j), times the scale and rounded again (HF: matmul, then * scaling).
+// One row's raw scores q . k_j (scratch[0, n_keys)) -> its probabilities, rounded as HF rounds:
+// round(q . k_j), times the scale and rounded again (HF: matmul, then * scaling), softmax in fp32,
+// rounded. 8 keys at a time (the scalar tail padded with -inf: exp gives 0); the same roundings
+// per key as the scalar formula.
+template <class E>
+EARS_AVX2 void softmax_scores(float* scratch, int64_t n_keys, float scale) {
   int64_t j = 0;
-  for (; j + 4 <= n_keys; j += 4) dot4<E, KV>(q, k + j * ldk, ldk, hd, scratch + j);
-  for (; j < n_keys; ++j) scratch[j] = dot_rows<E, KV>(q, k + j * ldk, hd);
-  // Scaled, rounded scores, their max, exp(s - max), its sum and the rounded probabilities, 8
-  // keys at a time (the scalar tail padded with -inf: exp gives 0); the same roundings per key
-  // as the scalar formula.
   const int64_t full = n_keys / 8 * 8;
   auto tail = [&](float* buf) {
     for (int l = 0; l < 8; ++l) buf[l] = full + l < n_keys ? scratch[full + l] : -std::numeric_limits<float>::infinity();
@@ -429,12 +424,87 @@ EARS_AVX2 void attend_impl(const typename E::T* q, const typename KV::T* k, int6
   const __m256 sum = _mm256_set1_ps(hsum(vsum));
   for (j = 0; j < full; j += 8) _mm256_storeu_ps(scratch + j, E::round(_mm256_div_ps(_mm256_loadu_ps(scratch + j), sum)));
   for (j = full; j < n_keys; ++j) scratch[j] = E::round(scratch[j] / _mm256_cvtss_f32(sum));
+}
+
+// One query row; K and V hold KV's elements (E's own, or fp32 widened from them exactly: the same
+// result bit for bit).
+template <class E, class KV = E>
+EARS_AVX2 void attend_impl(const typename E::T* q, const typename KV::T* k, int64_t ldk, const typename KV::T* v,
+                           int64_t ldv, int64_t n_keys, int64_t hd, float scale, float* scratch, typename E::T* out) {
+  int64_t j = 0;
+  for (; j + 4 <= n_keys; j += 4) dot4<E, KV>(q, k + j * ldk, ldk, hd, scratch + j);
+  for (; j < n_keys; ++j) scratch[j] = dot_rows<E, KV>(q, k + j * ldk, hd);
+  softmax_scores<E>(scratch, n_keys, scale);
   // sum_j p_j v_j in fp32, 8 lanes at a time.
   const int64_t chunks = (hd + 7) / 8;
   int64_t c0 = 0;
   for (; c0 + 8 <= chunks; c0 += 8) weighted_values<E, KV, 8>(scratch, v, ldv, n_keys, hd, c0, out);
   for (; c0 + 4 <= chunks; c0 += 4) weighted_values<E, KV, 4>(scratch, v, ldv, n_keys, hd, c0, out);
   for (; c0 < chunks; ++c0) weighted_values<E, KV, 1>(scratch, v, ldv, n_keys, hd, c0, out);
+}
+
+// ---- NG query rows that share a KV head, at once -------------------------------------------
+// Each K and V chunk is loaded (bf16: widened) once for all NG rows instead of once per row; every
+// row's sums are attend_impl's sequences (per key: chunks in order, then hsum; per output chunk:
+// keys in order), so each row comes out bit for bit as attend_impl's.
+
+// Scores of NG rows (fp32, row stride ldq, zero-padded to a multiple of 8) against NK keys: NG x
+// NK accumulators, q read as the FMA's memory operand.
+template <class KV, int NG, int NK>
+EARS_AVX2 void dot_group(const float* qf, int64_t ldq, const typename KV::T* k, int64_t ldk, int64_t hd, float* s,
+                         int64_t lds) {
+  __m256 acc[NG][NK];
+  for (int r = 0; r < NG; ++r)
+    for (int j = 0; j < NK; ++j) acc[r][j] = _mm256_setzero_ps();
+  for (int64_t d = 0; d < hd; d += 8)
+    for (int j = 0; j < NK; ++j) {
+      const __m256 kj = KV::load(k + j * ldk + d, hd - d);
+      for (int r = 0; r < NG; ++r) acc[r][j] = _mm256_fmadd_ps(_mm256_loadu_ps(qf + r * ldq + d), kj, acc[r][j]);
+    }
+  for (int r = 0; r < NG; ++r)
+    for (int j = 0; j < NK; ++j) s[r * lds + j] = hsum(acc[r][j]);
+}
+
+// sum_j p[r, j] v_j for NG rows over lanes [c0 * 8, c0 * 8 + 8 * NC) of the head.
+template <class E, class KV, int NG, int NC>
+EARS_AVX2 void weighted_values_group(const float* p, int64_t ldp, const typename KV::T* v, int64_t ldv,
+                                     int64_t n_keys, int64_t hd, int64_t c0, typename E::T* out, int64_t ldo) {
+  __m256 acc[NG][NC];
+  for (int r = 0; r < NG; ++r)
+    for (int c = 0; c < NC; ++c) acc[r][c] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n_keys; ++j) {
+    __m256 vj[NC];
+    for (int c = 0; c < NC; ++c) vj[c] = KV::load(v + j * ldv + (c0 + c) * 8, hd - (c0 + c) * 8);
+    for (int r = 0; r < NG; ++r) {
+      const __m256 pj = _mm256_set1_ps(p[r * ldp + j]);
+      for (int c = 0; c < NC; ++c) acc[r][c] = _mm256_fmadd_ps(pj, vj[c], acc[r][c]);
+    }
+  }
+  for (int r = 0; r < NG; ++r)
+    for (int c = 0; c < NC; ++c) E::store(out + r * ldo + (c0 + c) * 8, acc[r][c], hd - (c0 + c) * 8);
+}
+
+// NG (2 to 4) query rows q + r * hd of one token over the same n_keys keys, outputs out + r * hd.
+// scratch: NG * (hd rounded up to 8 + n_keys) floats.
+template <class E, class KV, int NG>
+EARS_AVX2 void attend_group(const typename E::T* q, const typename KV::T* k, int64_t ldk, const typename KV::T* v,
+                            int64_t ldv, int64_t n_keys, int64_t hd, float scale, float* scratch, typename E::T* out) {
+  static_assert(NG >= 2 && NG <= 4, "register budget: NG x NK and NG x NC accumulators");
+  const int64_t hdp = (hd + 7) / 8 * 8;
+  float* qf = scratch;             // [NG, hdp]: q in fp32, zero-padded like E::load's tails
+  float* s = scratch + NG * hdp;   // [NG, n_keys]: scores, then probabilities
+  for (int r = 0; r < NG; ++r)
+    for (int64_t d = 0; d < hdp; d += 8) _mm256_storeu_ps(qf + r * hdp + d, E::load(q + r * hd + d, hd - d));
+  constexpr int NK = 12 / NG;  // 6, 4 or 3 keys: 12 accumulators
+  int64_t j = 0;
+  for (; j + NK <= n_keys; j += NK) dot_group<KV, NG, NK>(qf, hdp, k + j * ldk, ldk, hd, s + j, n_keys);
+  for (; j < n_keys; ++j) dot_group<KV, NG, 1>(qf, hdp, k + j * ldk, ldk, hd, s + j, n_keys);
+  for (int r = 0; r < NG; ++r) softmax_scores<E>(s + r * n_keys, n_keys, scale);
+  constexpr int NC = NG == 2 ? 4 : 2;  // 8 accumulators, NC chunks of V live
+  const int64_t chunks = (hd + 7) / 8;
+  int64_t c0 = 0;
+  for (; c0 + NC <= chunks; c0 += NC) weighted_values_group<E, KV, NG, NC>(s, n_keys, v, ldv, n_keys, hd, c0, out, hd);
+  for (; c0 < chunks; ++c0) weighted_values_group<E, KV, NG, 1>(s, n_keys, v, ldv, n_keys, hd, c0, out, hd);
 }
 
 // n rows of hd bf16 (row stride ld) -> fp32, packed (row stride hd).
@@ -451,30 +521,47 @@ EARS_AVX2 void widen_rows(const uint16_t* x, int64_t ld, int64_t n, int64_t hd, 
 // (6 tokens) even, at 384 rows (a 128-token prefill) 1.3-1.7x faster (Zen 4, 12 layers of a
 // 100M Qwen3's attention, `avx2` path).
 constexpr int64_t kWidenMinRows = 32;
+
+// ng (1 to 4) consecutive query rows of one token: attend_group, or attend_impl for a lone row.
+template <class E, class KV>
+EARS_AVX2 void attend_some(int64_t ng, const typename E::T* q, const typename KV::T* k, int64_t ldk,
+                           const typename KV::T* v, int64_t ldv, int64_t n_keys, int64_t hd, float scale, float* scratch,
+                           typename E::T* out) {
+  switch (ng) {
+    case 1: attend_impl<E, KV>(q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out); break;
+    case 2: attend_group<E, KV, 2>(q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out); break;
+    case 3: attend_group<E, KV, 3>(q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out); break;
+    default: attend_group<E, KV, 4>(q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out); break;
+  }
+}
 template <class E>
 EARS_AVX2 void attend_rows_impl(const typename E::T* q, int64_t ldq, int64_t T, int64_t G, const int64_t* n_keys,
                                 const typename E::T* k, int64_t ldk, const typename E::T* v, int64_t ldv, int64_t hd,
                                 float scale, typename E::T* out, int64_t ldo) {
   const int64_t most = *std::max_element(n_keys, n_keys + T);
   const bool widen = std::is_same_v<E, Bf16> && T * G >= kWidenMinRows;
+  const int64_t group_scratch = 4 * ((hd + 7) / 8 * 8 + most);
   thread_local std::vector<float> scratch;
-  scratch.resize(static_cast<size_t>(most + (widen ? 2 * most * hd : 0)));
-  float* kf = scratch.data() + most;
+  scratch.resize(static_cast<size_t>(group_scratch + (widen ? 2 * most * hd : 0)));
+  float* kf = scratch.data() + group_scratch;
   float* vf = kf + most * hd;
   if constexpr (std::is_same_v<E, Bf16>)
     if (widen) {
       widen_rows(k, ldk, most, hd, kf);
       widen_rows(v, ldv, most, hd, vf);
     }
+  // The G heads of a token in groups of up to 4 (5 as 3 + 2: a lone row shares nothing).
   for (int64_t t = 0; t < T; ++t)
-    for (int64_t g = 0; g < G; ++g) {
+    for (int64_t g = 0; g < G;) {
+      const int64_t ng = G - g == 5 ? 3 : std::min<int64_t>(G - g, 4);
       const typename E::T* qr = q + t * ldq + g * hd;
       typename E::T* o = out + t * ldo + g * hd;
       if (widen) {
-        attend_impl<E, F32>(qr, kf, hd, vf, hd, n_keys[t], hd, scale, scratch.data(), o);
+        attend_some<E, F32>(ng, qr, kf, hd, vf, hd, n_keys[t], hd, scale, scratch.data(), o);
       } else {
-        attend_impl<E>(qr, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), o);
+        attend_some<E, E>(ng, qr, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), o);
       }
+      g += ng;
     }
 }
 

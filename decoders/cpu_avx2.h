@@ -55,8 +55,9 @@ void attend_row(const float* q, const float* k, int64_t ldk, const float* v, int
                 float scale, float* scratch, float* out);
 // The query rows of one sequence that share one KV head: T tokens x G heads, row (t, g) at
 // q + t * ldq + g * hd, its output at out + t * ldo + g * hd, over the first n_keys[t] keys.
-// Each row's output is attend_row's, bit for bit (bf16, many rows: K and V are widened to fp32
-// once for all of them, which attend_row does per row in registers).
+// Each row's output is attend_row's, bit for bit: the G heads of a token go in groups of up to 4
+// that load (bf16: widen) each K and V chunk once for the group, the same sums in the same order
+// per row; bf16, many rows: K and V are widened to fp32 once for all of them first.
 void attend_rows(const uint16_t* q, int64_t ldq, int64_t T, int64_t G, const int64_t* n_keys, const uint16_t* k,
                  int64_t ldk, const uint16_t* v, int64_t ldv, int64_t hd, float scale, uint16_t* out, int64_t ldo);
 void attend_rows(const float* q, int64_t ldq, int64_t T, int64_t G, const int64_t* n_keys, const float* k, int64_t ldk,

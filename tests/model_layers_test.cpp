@@ -237,32 +237,42 @@ TEST_P(CpuKernels, AttentionMatchesAtenPathAndIgnoresKeysPastThePosition) {
   EXPECT_LE(mean_abs(kernel, aten), ears::kernels::native_bf16() ? 1e-3 : 3e-3);
 }
 
-// The query rows that share a KV head go to the kernel together (bf16 on avx2: K and V widened
-// to fp32 once for all of them); each row must come out exactly as when it is the only row of
-// its KV head (one token, one query head per KV head: attend_row on the bf16 K and V).
+// The query rows that share a KV head go to the kernel together (avx2: the G heads of a token in
+// groups of up to 4 that load each K / V chunk once; bf16 from 32 rows on: K and V widened to fp32
+// once for all of them); each row must come out exactly as when it is the only row of its KV head
+// (one token, one query head per KV head: attend_row on the bf16 K and V).
+struct SharedKvShape {
+  int64_t T, H, hd;  // B 2, K 2: G = H / 2 query heads per KV head
+};
+
 TEST_P(CpuKernels, AttentionRowsSharingAKvHeadMatchEachRowAlone) {
   if (!kernels_on()) GTEST_SKIP() << "the ATen path has no row kernels";
   auto gen = at::make_generator<at::CPUGeneratorImpl>(15);
-  // 12 tokens x 3 query heads = 36 rows per KV head: past cpu_avx2's widening threshold (32).
-  const int64_t B = 2, T = 12, H = 6, K = 2, G = H / K, S = 29, hd = 76;
-  for (const auto dtype : {at::kBFloat16, at::kFloat}) {
-    const at::Tensor q = at::randn({B, T, H, hd}, gen, at::kFloat).to(dtype);
-    const at::Tensor k = at::randn({B, K, S, hd}, gen, at::kFloat).to(dtype);
-    const at::Tensor v = at::randn({B, K, S, hd}, gen, at::kFloat).to(dtype);
-    const at::Tensor pos = at::cat({at::arange(3, 3 + T, at::kLong), at::arange(16, 16 + T, at::kLong)}).view({B, T});
-    const at::Tensor blocked = at::arange(S, at::kLong).view({1, 1, S}) > pos.unsqueeze(2);
-    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-    const at::Tensor together = ears::layers::attention(q, k, v, blocked, scale, pos).view({B, T, H, hd});
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t g = 0; g < G; ++g) {
-        // Query head g of every KV head, one token: one row per KV head.
-        const at::Tensor heads = at::arange(K, at::kLong) * G + g;
-        const at::Tensor qi = q.narrow(1, t, 1).index_select(2, heads);
-        const at::Tensor alone = ears::layers::attention(qi, k, v, blocked.narrow(1, t, 1), scale, pos.narrow(1, t, 1));
-        const at::Tensor want = together.narrow(1, t, 1).index_select(2, heads).reshape(alone.sizes());
-        EXPECT_TRUE(at::equal(alone, want)) << c10::toString(dtype) << " t " << t << " g " << g << " max |diff| "
-                                            << max_abs(alone, want);
-      }
+  // 12 tokens x 3 query heads = 36 rows per KV head: past cpu_avx2's widening threshold (32);
+  // below it, groups of 2, 3, 4 and 5 = 3 + 2 heads, hd with and without a partial 8-lane chunk.
+  for (const SharedKvShape shape : {SharedKvShape{12, 6, 76}, SharedKvShape{2, 4, 64}, SharedKvShape{3, 6, 36},
+                                    SharedKvShape{2, 8, 76}, SharedKvShape{1, 10, 44}}) {
+    for (const auto dtype : {at::kBFloat16, at::kFloat}) {
+      const int64_t B = 2, T = shape.T, H = shape.H, K = 2, G = H / K, S = 29, hd = shape.hd;
+      SCOPED_TRACE(::testing::Message() << "T " << T << " G " << G << " hd " << hd);
+      const at::Tensor q = at::randn({B, T, H, hd}, gen, at::kFloat).to(dtype);
+      const at::Tensor k = at::randn({B, K, S, hd}, gen, at::kFloat).to(dtype);
+      const at::Tensor v = at::randn({B, K, S, hd}, gen, at::kFloat).to(dtype);
+      const at::Tensor pos = at::cat({at::arange(3, 3 + T, at::kLong), at::arange(16, 16 + T, at::kLong)}).view({B, T});
+      const at::Tensor blocked = at::arange(S, at::kLong).view({1, 1, S}) > pos.unsqueeze(2);
+      const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+      const at::Tensor together = ears::layers::attention(q, k, v, blocked, scale, pos).view({B, T, H, hd});
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t g = 0; g < G; ++g) {
+          // Query head g of every KV head, one token: one row per KV head.
+          const at::Tensor heads = at::arange(K, at::kLong) * G + g;
+          const at::Tensor qi = q.narrow(1, t, 1).index_select(2, heads);
+          const at::Tensor alone = ears::layers::attention(qi, k, v, blocked.narrow(1, t, 1), scale, pos.narrow(1, t, 1));
+          const at::Tensor want = together.narrow(1, t, 1).index_select(2, heads).reshape(alone.sizes());
+          EXPECT_TRUE(at::equal(alone, want)) << c10::toString(dtype) << " t " << t << " g " << g << " max |diff| "
+                                              << max_abs(alone, want);
+        }
+    }
   }
 }
 
