@@ -37,20 +37,11 @@ std::string read_cpu_model() {
   return "unknown";
 }
 
-// oneDNN's ISA names below AVX-512 start with SSE or AVX but not AVX512 / AVX10 (AVX2_VNNI, ...);
-// oneDNN matches them case-insensitively.
-bool below_avx512(std::string isa) {
-  for (char& ch : isa) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  const auto starts = [&](const char* p) { return isa.rfind(p, 0) == 0; };
-  return starts("SSE") || (starts("AVX") && !starts("AVX512") && !starts("AVX10"));
-}
-
 CpuInfo detect() {
   CpuInfo c;
   c.model = read_cpu_model();
   for (const char* name : {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"})
     if (const char* v = std::getenv(name); v && *v && c.onednn_cap.empty()) c.onednn_cap = v;
-  c.onednn_below_avx512 = below_avx512(c.onednn_cap);
 #if defined(EARS_KERNELS_X86)
   __builtin_cpu_init();
   c.avx2 = __builtin_cpu_supports("avx2");
@@ -107,6 +98,15 @@ Path parse_path(const std::string& name, const std::string& origin) {
   fail("{}: unknown kernel path '{}'; use aten, avx2, avx512bf16 or amx", origin, name);
 }
 
+// oneDNN's ISA names below AVX-512 start with SSE or AVX but not AVX512 / AVX10 (AVX2_VNNI, ...);
+// oneDNN matches them case-insensitively.
+bool CpuInfo::onednn_below_avx512() const {
+  std::string isa = onednn_cap;
+  for (char& ch : isa) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  const auto starts = [&](const char* p) { return isa.rfind(p, 0) == 0; };
+  return starts("SSE") || (starts("AVX") && !starts("AVX512") && !starts("AVX10"));
+}
+
 std::string CpuInfo::isa() const {
   std::string s;
   const std::pair<bool, const char*> flags[] = {{avx2, "avx2"},         {fma, "fma"},           {f16c, "f16c"},
@@ -138,7 +138,7 @@ void set_path(Path p) {
 
 bool native_bf16() {
   const CpuInfo& c = cpu_info();
-  return !c.onednn_below_avx512 && (c.avx512bf16 || (c.amx_bf16 && c.amx_granted));
+  return !c.onednn_below_avx512() && (c.avx512bf16 || (c.amx_bf16 && c.amx_granted));
 }
 
 }  // namespace kernels

@@ -33,10 +33,11 @@ struct CpuInfo {
   bool amx_tile = false, amx_bf16 = false;  // CPUID bits; amx_granted says whether the OS lets us use them
   bool amx_granted = false;
   // ONEDNN_MAX_CPU_ISA (or its older name DNNL_MAX_CPU_ISA) as set in the environment, "" when
-  // unset, and whether it keeps oneDNN below AVX-512 (SSE41, AVX, AVX2, AVX2_VNNI, ...): the
-  // recipe that measures an AVX2-only CPU on an AVX-512 one (docs/performance.md).
+  // unset; onednn_below_avx512() says whether it keeps oneDNN below AVX-512 (SSE41, AVX, AVX2,
+  // AVX2_VNNI, ...): the recipe that measures an AVX2-only CPU on an AVX-512 one
+  // (docs/performance.md).
   std::string onednn_cap;
-  bool onednn_below_avx512 = false;
+  bool onednn_below_avx512() const;
   // The instruction-set features above that are present, space-separated ("avx2 fma f16c ...").
   std::string isa() const;
 };

@@ -46,7 +46,7 @@ int set_threads(int requested, const std::string& what) {
 }
 
 void apply_onednn_cap() {
-  if (kernels::cpu_info().onednn_below_avx512) at::globalContext().setUserEnabledMkldnn(false);
+  if (kernels::cpu_info().onednn_below_avx512()) at::globalContext().setUserEnabledMkldnn(false);
 }
 
 void synchronize(c10::Device device) {

@@ -24,7 +24,7 @@ c10::Device parse_device(const std::string& name, const std::string& what = "dev
 int set_threads(int requested, const std::string& what = "--threads");
 
 // Makes LibTorch's CPU backend agree with a oneDNN instruction-set cap below AVX-512
-// (kernels::CpuInfo::onednn_below_avx512): LibTorch 1.13 sends bf16 matmul to oneDNN when CPUID
+// (kernels::CpuInfo::onednn_below_avx512()): LibTorch 1.13 sends bf16 matmul to oneDNN when CPUID
 // shows AVX-512, whatever the cap, and capped oneDNN refuses it ("could not create a primitive
 // descriptor iterator"; 2.15 copes). Under such a cap oneDNN is switched off for the process, on
 // both toolchains, so bf16 matmul takes LibTorch's own GEMM, as on a CPU without AVX-512. No-op

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "decoders/cpu_bf16.h"
+#include "decoders/kernel_path.h"
 #include "decoders/layers.h"
 #include "decoders/model.h"
 #include "decoders/model_config.h"
@@ -314,6 +315,20 @@ TEST_P(CpuKernels, Float32RowKernelsMatchTheFormulas) {
         const at::Tensor o = at::mv(v[b][kv].narrow(0, 0, n).to(at::kDouble).t(), at::softmax(sc, 0));
         EXPECT_LE(max_abs(got[b][t].narrow(0, h * d, d), o.to(at::kFloat)), 1e-5) << b << " " << t << " " << h;
       }
+}
+
+// oneDNN's ISA names, any case: below AVX-512 switches oneDNN off (decoders/runtime.h) and makes
+// native_bf16() false; AVX-512 and AVX10 caps, or none, change nothing.
+TEST(KernelPath, OneDnnCapsBelowAvx512AreRecognised) {
+  ears::kernels::CpuInfo c;
+  for (const char* below : {"AVX2", "avx2", "Avx2_Vnni", "AVX2_VNNI_2", "AVX", "SSE41"}) {
+    c.onednn_cap = below;
+    EXPECT_TRUE(c.onednn_below_avx512()) << below;
+  }
+  for (const char* not_below : {"", "AVX512_CORE", "avx512_core_bf16", "AVX512_CORE_AMX", "AVX10_1_512", "ALL"}) {
+    c.onednn_cap = not_below;
+    EXPECT_FALSE(c.onednn_below_avx512()) << not_below;
+  }
 }
 
 TEST(KernelPath, EnvironmentCapsThePathAndRejectsUnknownNames) {
