@@ -99,6 +99,34 @@ uint64_t checkpoint_params(const fs::path& file, uint64_t* embed) {
   return n;
 }
 
+// One compute probe per kernel path of the rows (the rate of that path's MAC instruction), and
+// each row's compute_floor_ms = macs / that rate, or null where the path has no probe.
+void expect_compute_floors(const json& j) {
+  std::map<std::string, double> gmacs;
+  for (const auto& c : j["compute"]) {
+    ASSERT_FALSE(gmacs.count(c["path"].get<std::string>())) << c.dump();
+    gmacs[c["path"].get<std::string>()] = c["gmacs"].get<double>();
+    // Positive where measured, and below what any core can do: 8 lanes x 4 FMA pipes (avx2), 32
+    // MACs x 2 (vdpbf16ps), at 6 GHz.
+    const double per_thread_max = (c["path"] == "avx2" ? 8 * 4 : 32 * 2) * 6.0;
+    if (c["path"] == "avx2" || c["path"] == "avx512bf16") {
+      EXPECT_GT(c["gmacs"].get<double>(), 0) << c.dump();
+      EXPECT_LT(c["gmacs"].get<double>() / c["threads"].get<double>(), per_thread_max) << c.dump();
+    }
+    if (c["path"] == "aten") EXPECT_EQ(c["gmacs"].get<double>(), 0) << c.dump();
+  }
+  for (const auto& r : j["rows"]) {
+    ASSERT_TRUE(gmacs.count(r["path"].get<std::string>())) << r.dump();
+    const double g = gmacs[r["path"].get<std::string>()];
+    if (g > 0) {
+      EXPECT_NEAR(r["compute_floor_ms"].get<double>(), r["macs"].get<double>() / (g * 1e9) * 1e3,
+                  1e-9 * r["compute_floor_ms"].get<double>());
+    } else {
+      EXPECT_TRUE(r["compute_floor_ms"].is_null()) << r.dump();
+    }
+  }
+}
+
 }  // namespace
 
 TEST(BenchCli, BandwidthQuickJson) {
@@ -127,9 +155,10 @@ TEST(BenchCli, ForwardOnTinyCheckpoint) {
   // 2 dtypes x 2 quick batch sizes x {1, gamma+1} tokens
   ASSERT_EQ(j["rows"].size(), 8u);
   const double bw = j["floor_read_gbps"].get<double>();
+  expect_compute_floors(j);
   for (const auto& r : j["rows"]) {
     expect_positive(r, {"ms_per_step", "floor_ms", "ratio", "tokens_per_s", "weight_bytes", "kv_bytes", "params",
-                        "batch", "tokens_per_step"},
+                        "batch", "tokens_per_step", "macs"},
                     "forward row");
     EXPECT_EQ(r["model"], "qwen3-tiny");
     EXPECT_EQ(r["params"].get<uint64_t>(), params);
@@ -139,6 +168,11 @@ TEST(BenchCli, ForwardOnTinyCheckpoint) {
     // K and V of 6 layers x 2 KV heads x head_dim 24 over the 128-position context + the new tokens
     const uint64_t B = r["batch"].get<uint64_t>(), T = r["tokens_per_step"].get<uint64_t>();
     EXPECT_EQ(r["kv_bytes"].get<uint64_t>(), 6 * 2 * B * 2 * (128 + T) * 24 * elem) << r.dump();
+    // MACs: every streamed weight once per token; q.k and p.v of 4 heads x head_dim 24 in 6 layers over
+    // token t's 128 + t + 1 keys
+    uint64_t keys = 0;
+    for (uint64_t t = 0; t < T; ++t) keys += 128 + t + 1;
+    EXPECT_EQ(r["macs"].get<uint64_t>(), B * (T * (params - embed) + 6 * 2 * 4 * 24 * keys)) << r.dump();
     const double ms = r["ms_per_step"].get<double>();
     const double bytes = r["weight_bytes"].get<double>() + r["kv_bytes"].get<double>();
     const double floor_ms = bytes / (bw * 1e9) * 1e3;
@@ -163,7 +197,8 @@ TEST(BenchCli, ForwardOnGeneratedCheckpointAndMarkdown) {
   const int64_t D = 64, I = 128, hd = 16, H = 4, K = 2, V = 1000, L = 2;
   const int64_t per_layer = 2 * D + (H + 2 * K) * hd * D + H * hd * D + 3 * I * D + 2 * hd;
   const int64_t params = L * per_layer + D + V * D;
-  EXPECT_NE(r.out.find("| model | path | dtype | batch | tokens/step | ms/step | floor ms | ratio | tokens/s |"),
+  EXPECT_NE(r.out.find("| model | path | dtype | batch | tokens/step | ms/step | floor ms | ratio | compute floor ms | "
+                       "tokens/s |"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("- bandwidth (start): read "), std::string::npos) << r.out;
@@ -210,6 +245,7 @@ TEST(BenchCli, LinearQuickJsonAndMarkdown) {
     // The derived columns from the measured ones, computed here independently.
     const double s = r["ms"].get<double>() / 1e3;
     EXPECT_NEAR(r["gmac_per_s"].get<double>(), r["rows"].get<double>() * 256 * 64 / s / 1e9, 1e-6);
+    EXPECT_DOUBLE_EQ(r["macs"].get<double>(), r["rows"].get<double>() * 256 * 64);
     EXPECT_DOUBLE_EQ(r["weight_bytes"].get<double>(), 256.0 * 64 * (i < 2 ? 2 : 4));
     EXPECT_NEAR(r["floor_ms"].get<double>(), r["weight_bytes"].get<double>() / j["floor_read_gbps"].get<double>() / 1e6,
                 1e-12);
@@ -217,6 +253,7 @@ TEST(BenchCli, LinearQuickJsonAndMarkdown) {
     const double first = j["rows"][i - i % 2]["ms"].get<double>();
     EXPECT_NEAR(r["over_min_rows"].get<double>(), r["ms"].get<double>() / first, 1e-9);
   }
+  expect_compute_floors(j);
   ExeRun md = run("bench linear --quick --rows 2");
   EXPECT_EQ(md.code, 0) << md.err;
   EXPECT_NE(md.out.find("| path | dtype | rows | ms |"), std::string::npos) << md.out;

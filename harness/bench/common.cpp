@@ -98,6 +98,38 @@ std::string env_line(const json& env) {
   return line;
 }
 
+json compute_floors(json& rows) {
+  std::map<std::string, double> gmacs;
+  json probes = json::array();
+  for (auto& r : rows) {
+    const std::string path = r["path"].get<std::string>();
+    if (!gmacs.count(path)) {
+      const ComputeResult p = measure_compute(path);
+      gmacs[path] = p.gmacs;
+      probes.push_back({{"path", path}, {"gmacs", p.gmacs}, {"threads", p.threads}, {"method", p.method}});
+    }
+    r["compute_floor_ms"] = gmacs[path] > 0 ? json(r["macs"].get<double>() / (gmacs[path] * 1e9) * 1e3) : json();
+  }
+  return probes;
+}
+
+std::string compute_lines(const json& probes, const std::string& unit) {
+  std::string out;
+  for (const auto& c : probes) {
+    const std::string path = c["path"].get<std::string>(), method = c["method"].get<std::string>();
+    out += c["gmacs"].get<double>() > 0
+               ? fmt::format("- compute floor ({} path) = multiply-accumulates per {} ÷ {:.1f} GMAC/s ({}, {} "
+                             "thread(s), measured after the timings)\n",
+                             path, unit, c["gmacs"].get<double>(), method, c["threads"].get<int>())
+               : fmt::format("- compute floor ({} path): {}\n", path, method);
+  }
+  if (!probes.empty())
+    out += fmt::format("- a {} costs at least the larger floor: the memory floor holds only if the arithmetic hides "
+                       "under the weight stream, the compute floor only if the stream hides under the arithmetic\n",
+                       unit);
+  return out;
+}
+
 std::string bandwidth_lines(const json& readings) {
   std::string out;
   for (const auto& b : readings)
@@ -237,6 +269,11 @@ int64_t dtype_bytes(c10::ScalarType t) { return static_cast<int64_t>(c10::elemen
 // K and V bytes one step reads over `span` positions per sequence.
 int64_t kv_read_bytes(const ModelConfig& c, int64_t B, int64_t span, c10::ScalarType dtype) {
   return c.num_hidden_layers * 2 * B * c.num_key_value_heads * span * c.head_dim * dtype_bytes(dtype);
+}
+
+int64_t step_macs(const ModelConfig& c, int64_t B, int64_t T, int64_t context) {
+  const int64_t keys = T * context + T * (T + 1) / 2;  // summed over the T tokens
+  return B * (T * streamed_param_count(c) + 2 * c.num_hidden_layers * c.num_attention_heads * c.head_dim * keys);
 }
 
 }  // namespace bench

@@ -45,6 +45,12 @@ std::string cell(const json& v, int decimals);
 std::string markdown_table(const std::vector<Column>& cols, const json& rows);
 std::string env_line(const json& env);
 std::string bandwidth_lines(const json& readings);
+// One compute probe (harness/bench/probe.h) per kernel path among `rows` (each with "path" and
+// "macs"): sets each row's compute_floor_ms = macs ÷ the path's rate (null where it is not
+// measured) and returns the probes [{path, gmacs, threads, method}].
+json compute_floors(json& rows);
+// The Markdown lines naming each probe; `unit` is what one row's macs cover ("step", "call").
+std::string compute_lines(const json& probes, const std::string& unit);
 double max_read(const json& readings);
 double median(std::vector<double> v);
 
@@ -96,6 +102,10 @@ std::function<void()> decode_step(const CausalLM& m, KVCache& cache, int64_t T, 
 int64_t dtype_bytes(c10::ScalarType t);
 // K and V bytes one step reads over `span` positions per sequence.
 int64_t kv_read_bytes(const ModelConfig& c, int64_t B, int64_t span, c10::ScalarType dtype);
+// Multiply-accumulates of one step of T new tokens per sequence after `context` positions: every
+// streamed parameter once per token (the RMSNorm weights, well under 1 %, included), plus
+// attention's q . k and p . v over each token's visible keys (context + its index + 1).
+int64_t step_macs(const ModelConfig& c, int64_t B, int64_t T, int64_t context);
 
 }  // namespace bench
 }  // namespace ears

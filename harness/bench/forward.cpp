@@ -112,6 +112,7 @@ void time_shapes(const ForwardBenchArgs& a, const ForwardPlan& plan, std::vector
                       {"tokens_per_step", T}, {"ms_per_step", medians[k]},
                       {"weight_bytes", streamed_param_count(cfg) * dtype_bytes(dtype)},
                       {"kv_bytes", kv_read_bytes(cfg, B, a.context + T, dtype)}, {"context", a.context},
+                      {"macs", step_macs(cfg, B, T, a.context)},
                       {"tokens_per_s", B * T / (medians[k] / 1e3)}});
   }
   if (paths.size() == 2)
@@ -158,6 +159,7 @@ std::string forward_notes(const ForwardBenchArgs& a, const json& doc, const Forw
       "- floor = (weights streamed per step + K/V read over the {}+T span) ÷ {:.1f} GB/s (the higher read reading "
       "of this run); ratio = ms/step ÷ floor\n",
       a.context, doc["floor_read_gbps"].get<double>());
+  md += compute_lines(doc["compute"], "step");
   md += "- " + doc["conventions"]["ms_per_step"].get<std::string>() + "; tokens/s = batch × tokens/step ÷ step time\n";
   const int64_t l3 = doc["env"]["l3_cache_bytes"].get<int64_t>();
   for (const auto& r : rows)
@@ -190,6 +192,7 @@ std::string forward_markdown(const ForwardBenchArgs& a, const json& doc, const F
                                 {"ms_per_step", "ms/step", 2},
                                 {"floor_ms", "floor ms", 2},
                                 {"ratio", "ratio", 2},
+                                {"compute_floor_ms", "compute floor ms", 2},
                                 {"tokens_per_s", "tokens/s", 1}},
                                t.rows);
   const json& summary = t.summary;
@@ -234,8 +237,10 @@ int run_bench_forward(const ForwardBenchArgs& a, const BenchCommon& c) {
     r["floor_ms"] = bytes / (floor_bw * 1e9) * 1e3;
     r["ratio"] = r["ms_per_step"].get<double>() / r["floor_ms"].get<double>();
   }
+  const json compute = compute_floors(t.rows);
 
   json doc = bench_doc("forward", env, bw);
+  doc["compute"] = compute;
   doc["conventions"]["ms_per_step"] =
       fmt::format("median of {} timed forwards (after {} warm-up) of T new tokens per sequence over a KV cache "
                   "holding {} positions of random K/V; logits for all T rows; every batch, T and path of a dtype "

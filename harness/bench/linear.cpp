@@ -71,7 +71,7 @@ void time_dtype(const LinearPlan& p, c10::Device device, const std::string& dtyp
   for (size_t i = 0; i < p.rows.size(); ++i) {
     const double s = ms[i] / 1e3, macs = static_cast<double>(p.rows[i]) * p.out * p.in;
     rows.push_back({{"path", path}, {"dtype", dtype_name}, {"in", p.in}, {"out", p.out},
-                    {"rows", p.rows[i]}, {"ms", ms[i]}, {"gmac_per_s", macs / s / 1e9},
+                    {"rows", p.rows[i]}, {"ms", ms[i]}, {"macs", macs}, {"gmac_per_s", macs / s / 1e9},
                     {"weight_gbps", weight_bytes / s / 1e9}, {"weight_bytes", weight_bytes},
                     {"over_min_rows", ms[i] / ms[fewest]}});
   }
@@ -90,14 +90,16 @@ std::string linear_markdown(const LinearPlan& p, const json& doc) {
          fmt::format("- y = x W^T for x [rows, {}] and W [{}, {}] (decoders/layers.h linear: the kernel path's "
                      "packed weight, split over the threads); ms = median of {} after {} warm-up; floor = weight "
                      "bytes ÷ {:.1f} GB/s (the higher read reading); × fewest rows = ms ÷ ms at the smallest "
-                     "row count\n\n",
+                     "row count\n",
                      p.in, p.out, p.in, p.repeats, p.warmup, doc["floor_read_gbps"].get<double>()) +
+         compute_lines(doc["compute"], "call") + "\n" +
          markdown_table({{"path", "path", -1},
                          {"dtype", "dtype", -1},
                          {"rows", "rows", -1},
                          {"ms", "ms", 3},
                          {"floor_ms", "floor ms", 3},
                          {"ratio", "× floor", 2},
+                         {"compute_floor_ms", "compute floor ms", 3},
                          {"over_min_rows", "× fewest rows", 2},
                          {"gmac_per_s", "GMAC/s", 1},
                          {"weight_gbps", "weight GB/s", 1}},
@@ -118,6 +120,7 @@ int run_bench_linear(const LinearBenchArgs& a, const BenchCommon& c) {
   bw.push_back(bandwidth_json(measure_bandwidth(bandwidth_options(c, device)), "end"));
   json doc = bench_doc("linear", env, bw);
   add_floors(rows, doc["floor_read_gbps"].get<double>());
+  doc["compute"] = compute_floors(rows);
   doc["conventions"]["ms"] = fmt::format("median of {} timed calls (after {} warm-up), the row counts taking turns",
                                          plan.repeats, plan.warmup);
   doc["conventions"]["gmac_per_s"] = "rows * out * in multiply-adds per second / 1e9";

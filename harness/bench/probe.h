@@ -37,4 +37,19 @@ struct BandwidthResult {
 
 BandwidthResult measure_bandwidth(const BandwidthOptions& opt = {});
 
+// Compute probe: the denominator of the step's compute floor (floor = multiply-accumulates ÷
+// this rate). The MACs per second of the instruction a kernel path's linear layers and attention
+// are built on, register-only (12 independent accumulators per thread, on every LibTorch
+// intra-op thread), best of `runs` timed passes after one warm-up:
+//   "avx2" (the avx2 path, and float32 on every CPU kernel path): 8-lane fp32 FMA, 8 MACs;
+//   "avx512bf16" (bf16): vdpbf16ps on 16 lanes x 2 bf16 pairs, 32 MACs.
+// Not measured (gmacs 0, `method` says why) on "amx", "aten" and GPU paths.
+struct ComputeResult {
+  double gmacs = 0;  // 1e9 multiply-accumulates per second, all threads
+  int threads = 0;
+  std::string method;
+};
+
+ComputeResult measure_compute(const std::string& kernel_path, int runs = 5);
+
 }  // namespace ears
