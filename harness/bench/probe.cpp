@@ -103,6 +103,21 @@ void per_thread_slices(int64_t bytes, F&& f) {
   });
 }
 
+// Best time of `runs` calls of `kernel` after one warm-up call, each waited for on `device`.
+template <class F>
+double best_of(int runs, c10::Device device, F&& kernel) {
+  kernel();
+  synchronize(device);
+  double best = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < runs; ++r) {
+    const double t0 = now_s();
+    kernel();
+    synchronize(device);
+    best = std::min(best, now_s() - t0);
+  }
+  return best;
+}
+
 // Register-only MAC loops: 12 accumulators, `iters` x 12 instructions; the folded result keeps
 // them observable. a = a * x + y converges (x < 1): no overflow, no subnormals.
 #if defined(__x86_64__)
@@ -155,13 +170,7 @@ ComputeResult measure_compute(const std::string& kernel_path, int runs) {
       for (int64_t t = b; t < e; ++t) fold += static_cast<uint32_t>(loop(iters));
     });
   };
-  pass();  // warm-up (and clocks up)
-  double best = std::numeric_limits<double>::infinity();
-  for (int r = 0; r < std::max(1, runs); ++r) {
-    const double t0 = now_s();
-    pass();
-    best = std::min(best, now_s() - t0);
-  }
+  const double best = best_of(std::max(1, runs), c10::Device(c10::kCPU), pass);  // the warm-up clocks up too
   res.gmacs = static_cast<double>(res.threads) * static_cast<double>(iters * macs_per_iter) / best / 1e9;
   if (fold.load() == 42) res.method += " ";  // keeps the loops observable
   return res;
@@ -176,18 +185,7 @@ BandwidthResult measure_bandwidth(const BandwidthOptions& opt) {
   at::Tensor src = at::empty({n}, options).fill_(1.0);
   at::Tensor dst = at::empty({n}, options).fill_(0.0);
 
-  auto best_of = [&](auto&& kernel) {
-    kernel();  // warm-up
-    synchronize(opt.device);
-    double best = std::numeric_limits<double>::infinity();
-    for (int r = 0; r < opt.runs; ++r) {
-      const double t0 = now_s();
-      kernel();
-      synchronize(opt.device);
-      best = std::min(best, now_s() - t0);
-    }
-    return best;
-  };
+  auto best = [&](auto&& kernel) { return best_of(opt.runs, opt.device, kernel); };
   at::Tensor sink;
   BandwidthResult res;
   res.bytes = n * 4;
@@ -199,14 +197,14 @@ BandwidthResult measure_bandwidth(const BandwidthOptions& opt) {
     const auto* s8 = static_cast<const uint8_t*>(src.data_ptr());
     auto* d8 = static_cast<uint8_t*>(dst.data_ptr());
     std::atomic<uint64_t> fold{0};
-    res.read_s = best_of([&] { per_thread_slices(res.bytes, [&](int64_t lo, int64_t n) { fold ^= read_stream(s8 + lo, n); }); });
-    res.copy_s = best_of([&] { per_thread_slices(res.bytes, [&](int64_t lo, int64_t n) { std::memcpy(d8 + lo, s8 + lo, n); }); });
+    res.read_s = best([&] { per_thread_slices(res.bytes, [&](int64_t lo, int64_t n) { fold ^= read_stream(s8 + lo, n); }); });
+    res.copy_s = best([&] { per_thread_slices(res.bytes, [&](int64_t lo, int64_t n) { std::memcpy(d8 + lo, s8 + lo, n); }); });
     res.method = fmt::format("{} load stream (the widest vectors this CPU has) and memcpy, one slice per LibTorch thread",
                              read_stream_kind());
     if (fold.load() == 42) res.method += " ";  // keeps the reads observable
   } else {
-    res.read_s = best_of([&] { sink = src.sum(); });
-    res.copy_s = best_of([&] { dst.copy_(src); });
+    res.read_s = best([&] { sink = src.sum(); });
+    res.copy_s = best([&] { dst.copy_(src); });
     res.method = "at::sum (read) and Tensor::copy_ on the device";
   }
   res.read_gbps = static_cast<double>(res.bytes) / res.read_s / 1e9;
