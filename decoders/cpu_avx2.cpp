@@ -82,16 +82,23 @@ EARS_AVX2 inline float hsum(__m256 v) {
 // (q % 2) * 8 .. +7 of that half) against MB rows of x (already fp32, zero-padded to Kp columns):
 // out[m * 32 + q * 8 + l] = sum_k x[m, k] w[q * 8 + l, k], FMA in k order (see the header) —
 // the same sequence for every MB and NQ. Register budget (16 ymm): NQ weight vectors + 1
-// broadcast + MB * NQ accumulators; decode (MB 1) takes the whole block (NQ 4) for 4
-// independent FMA chains, more rows take half a block (NQ 2) and up to 6 rows.
-// Software prefetch distance of the bf16 stream, in 2 KiB chunks. Into L2 (T1), not L1: with
-// the FMAs between loads the core keeps too few misses in flight on its own, and L1's miss
+// broadcast + MB * NQ accumulators; 1 or 2 rows take the whole block (NQ 4: 4 or 8 independent
+// FMA chains), more rows take half a block (NQ 2) and up to 6 rows.
+// Software prefetch distance of the decode's bf16 stream, in 2 KiB chunks. Into L2 (T1), not L1:
+// with the FMAs between loads the core keeps too few misses in flight on its own, and L1's miss
 // buffers are few. Measured on Zen 4 (1 thread, 196 MB weights): T0 2 chunks ahead 10.3 GB/s,
 // T1 8 chunks 22.4 GB/s, a plain read 25-29 GB/s.
 constexpr int kPrefetchChunks = 8;
 
+// What one pass over a block prefetches into L2: lines [line0, line1) of every 2 KiB chunk of
+// the stream at `ahead` (chunk kc of the pass prefetches chunk kc of `ahead`).
+struct Prefetch {
+  const uint16_t* ahead;
+  int line0, line1;
+};
+
 template <int MB, int NQ>
-EARS_AVX2 void block_bf16(const float* xf, int64_t ldxf, const uint16_t* wb, int64_t kchunks, int q0, bool prefetch,
+EARS_AVX2 void block_bf16(const float* xf, int64_t ldxf, const uint16_t* wb, int64_t kchunks, int q0, Prefetch pf,
                           float* out) {
   __m256 acc[MB][NQ];
   for (int m = 0; m < MB; ++m)
@@ -99,9 +106,8 @@ EARS_AVX2 void block_bf16(const float* xf, int64_t ldxf, const uint16_t* wb, int
   const __m256i odd_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
   for (int64_t kc = 0; kc < kchunks; ++kc) {
     const uint16_t* wk = wb + kc * 1024;
-    if (prefetch)  // the packed blocks are one contiguous stream: every line 16 KiB ahead, into L2
-      for (int line = 0; line < 1024; line += 32)
-        _mm_prefetch(reinterpret_cast<const char*>(wk + kPrefetchChunks * 1024 + line), _MM_HINT_T1);
+    for (int line = pf.line0; line < pf.line1; ++line)
+      _mm_prefetch(reinterpret_cast<const char*>(pf.ahead + kc * 1024 + line * 32), _MM_HINT_T1);
     for (int p = 0; p < 16; ++p) {
       // Even k of the pair for every (m, q), then odd k: each accumulator still sees even then
       // odd, but only NQ weight vectors are live, which leaves room for 12 accumulators (MB 6 x
@@ -194,25 +200,37 @@ EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16
   for (int64_t m = 0; m < M; ++m)
     for (int64_t k = 0; k < K; ++k) xf[static_cast<size_t>(m * Kp + k)] = from_bf16(x[m * ldx + k]);
   alignas(32) float out[6 * 32];
-  // Weight block outer, rows inner: each 32-row block is streamed from memory once per call (a
-  // half block, 24 KiB at K = 768, stays in L1 across the row tiles).
+  // Weight block outer, rows inner: each 32-row block is streamed from memory once per call.
   for (int64_t nb = nb0; nb < nb1; ++nb) {
     const uint16_t* wb = packed + nb * kchunks * 1024;
     const int64_t cols = std::min<int64_t>(32, N - nb * 32);
-    if (M == 1) {
-      block_bf16<1, 4>(xf.data(), Kp, wb, kchunks, 0, true, out);
-      store_block(out, 1, nb * 32, cols, bias, y, ldy);
+    if (M <= 2) {  // one pass, every line kPrefetchChunks ahead
+      const Prefetch pf{wb + kPrefetchChunks * 1024, 0, 32};
+      if (M == 1) {
+        block_bf16<1, 4>(xf.data(), Kp, wb, kchunks, 0, pf, out);
+      } else {
+        block_bf16<2, 4>(xf.data(), Kp, wb, kchunks, 0, pf, out);
+      }
+      store_block(out, static_cast<int>(M), nb * 32, cols, bias, y, ldy);
       continue;
     }
-    // Row tiles of equal size (at most 6): 6 rows as one tile, 16 as 6 + 5 + 5.
+    // Row tiles of equal size (at most 6): 6 rows as one tile, 16 as 6 + 5 + 5, each in two
+    // half-block passes (the block, 48 KiB at K = 768, stays in L2 across them). Every pass
+    // prefetches its share of the next block's lines, so the stream keeps flowing through the
+    // whole block's arithmetic, not only its first pass (and the range's first block up front).
     const int64_t tiles = (M + 5) / 6, per_tile = (M + tiles - 1) / tiles;
+    const int passes = static_cast<int>(tiles) * 2;
+    if (nb == nb0)
+      for (int64_t line = 0; line < kchunks * 32; ++line)
+        _mm_prefetch(reinterpret_cast<const char*>(wb + line * 32), _MM_HINT_T1);
+    int pass = 0;
     for (int64_t m0 = 0; m0 < M; m0 += per_tile) {
       const float* xm = xf.data() + m0 * Kp;
       const int rows = static_cast<int>(std::min<int64_t>(per_tile, M - m0));
-      for (int q0 = 0; q0 < 4; q0 += 2) {
-        const bool pf = m0 == 0 && q0 == 0;
+      for (int q0 = 0; q0 < 4; q0 += 2, ++pass) {
+        const Prefetch pf{wb + kchunks * 1024, pass * 32 / passes, (pass + 1) * 32 / passes};
         switch (rows) {
-          case 1: block_bf16<1, 2>(xm, Kp, wb, kchunks, q0, pf, out); break;
+          case 1: block_bf16<1, 2>(xm, Kp, wb, kchunks, q0, pf, out); break;  // e.g. 31 rows: 6 x 5 + 1
           case 2: block_bf16<2, 2>(xm, Kp, wb, kchunks, q0, pf, out); break;
           case 3: block_bf16<3, 2>(xm, Kp, wb, kchunks, q0, pf, out); break;
           case 4: block_bf16<4, 2>(xm, Kp, wb, kchunks, q0, pf, out); break;
