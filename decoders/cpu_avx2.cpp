@@ -364,6 +364,22 @@ EARS_AVX2 void rope_impl(const typename E::T* x, int64_t outer, int64_t outer_st
   }
 }
 
+template <class E>
+EARS_AVX2 void swiglu_impl(const typename E::T* gate_up, int64_t rows, int64_t I, typename E::T* act) {
+  const __m256 one = _mm256_set1_ps(1.0f), cap = _mm256_set1_ps(88.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    const typename E::T* g = gate_up + r * 2 * I;
+    const typename E::T* u = g + I;
+    typename E::T* a = act + r * I;
+    for (int64_t i = 0; i < I; i += 8) {
+      const __m256 x = E::load(g + i, I - i);
+      const __m256 e = exp_ps(_mm256_min_ps(_mm256_sub_ps(_mm256_setzero_ps(), x), cap));
+      const __m256 silu = E::round(_mm256_div_ps(x, _mm256_add_ps(one, e)));
+      E::store(a + i, _mm256_mul_ps(silu, E::load(u + i, I - i)), I - i);
+    }
+  }
+}
+
 // q . k_j for 4 keys at once (4 independent FMA chains; each key's sum is the same sequence as
 // dot_rows': chunks in order, then hsum). K's elements are KV's: E's, or fp32 widened from them.
 template <class E, class KV>
@@ -617,6 +633,10 @@ void attend_rows(const float* q, int64_t ldq, int64_t T, int64_t G, const int64_
                  int64_t ldk, const float* v, int64_t ldv, int64_t hd, float scale, float* out, int64_t ldo) {
   attend_rows_impl<F32>(q, ldq, T, G, n_keys, k, ldk, v, ldv, hd, scale, out, ldo);
 }
+void swiglu_rows(const uint16_t* gate_up, int64_t rows, int64_t I, uint16_t* act) {
+  swiglu_impl<Bf16>(gate_up, rows, I, act);
+}
+void swiglu_rows(const float* gate_up, int64_t rows, int64_t I, float* act) { swiglu_impl<F32>(gate_up, rows, I, act); }
 
 #else  // not x86-64 with GCC/Clang: kernels::path() is always aten, these are never called
 
@@ -635,6 +655,8 @@ void attend_rows(const uint16_t*, int64_t, int64_t, int64_t, const int64_t*, con
                  int64_t, int64_t, float, uint16_t*, int64_t) {}
 void attend_rows(const float*, int64_t, int64_t, int64_t, const int64_t*, const float*, int64_t, const float*, int64_t,
                  int64_t, float, float*, int64_t) {}
+void swiglu_rows(const uint16_t*, int64_t, int64_t, uint16_t*) {}
+void swiglu_rows(const float*, int64_t, int64_t, float*) {}
 
 #endif
 

@@ -63,5 +63,13 @@ void attend_rows(const uint16_t* q, int64_t ldq, int64_t T, int64_t G, const int
 void attend_rows(const float* q, int64_t ldq, int64_t T, int64_t G, const int64_t* n_keys, const float* k, int64_t ldk,
                  const float* v, int64_t ldv, int64_t hd, float scale, float* out, int64_t ldo);
 
+// SwiGLU over rows of a fused [gate (I) | up (I)] projection: act[r * I + i] = E(E(silu(g)) * u),
+// g = gate_up[r * 2I + i], u = gate_up[r * 2I + I + i], silu(g) = g / (1 + e^-g) in fp32, E the
+// dtype's rounding (bf16 nearest even; none in float32): Hugging Face's act_fn(gate) * up, op by
+// op. e^-g is a polynomial within 2e-7 relative of exp (-g capped at 88: below g = -88 the result
+// is g / e^88, a few fp32 subnormal steps from the -0 of an uncapped exp). Any CPU kernel path.
+void swiglu_rows(const uint16_t* gate_up, int64_t rows, int64_t I, uint16_t* act);
+void swiglu_rows(const float* gate_up, int64_t rows, int64_t I, float* act);
+
 }  // namespace cpu_avx2
 }  // namespace ears

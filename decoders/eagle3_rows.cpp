@@ -4,12 +4,9 @@
 // model is all per-op overhead under ATen (~40 ops of 3-8 us for ~30 us of arithmetic on the
 // bundled pair); here a chain step is the arithmetic plus a few forks of the linear kernels.
 //
-// Numerics: linear, RMSNorm, RoPE and attention are the kernels the ATen path calls, so they
-// round identically. The element-wise steps round once per op to the compute dtype, as Hugging
-// Face's bf16 module does: h = bf16(g + o), act = bf16(bf16(silu_fp32(gate)) * up),
-// out = bf16(h + down). (LibTorch 1.13's bf16 silu rounds exp and 1 + exp separately, so the two
-// paths can differ in the last bit of an activation; the drafts only steer speed, never the
-// verified output.)
+// Numerics: linear, RMSNorm, RoPE, attention and SwiGLU are the kernels the ATen path calls, so
+// they round identically. The residual adds round once per op to the compute dtype, as Hugging
+// Face's bf16 module does: h = bf16(g + o), out = bf16(h + down).
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -47,21 +44,6 @@ E* ptr(const at::Tensor& t) {
 template <class E>
 void add_into(const E* x, E* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = narrow_to<E>(widen(x[i]) + widen(y[i]));
-}
-
-// act[r, i] = E(E(silu(gate[r, i])) * up[r, i]) for gate_up rows [gate (I) | up (I)].
-template <class E>
-void swiglu_rows(const E* gate_up, int64_t rows, int64_t I, E* act) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const E* g = gate_up + r * 2 * I;
-    const E* u = g + I;
-    E* a = act + r * I;
-    for (int64_t i = 0; i < I; ++i) {
-      const float x = widen(g[i]);
-      const E s = narrow_to<E>(x / (1.0f + std::exp(-x)));
-      a[i] = narrow_to<E>(widen(s) * widen(u[i]));
-    }
-  }
 }
 
 // Longer steps (a long prompt's begin()) take the ATen path: its batched attention beats one
@@ -139,7 +121,7 @@ Eagle3Head::Output Eagle3Head::forward_rows(const at::Tensor& token_ids, const a
   add_into(tmp.data(), g.data(), BT * d);
   layers::rms_norm_rows(g.data(), BT, d, d, ptr<E>(post_norm_), eps, tmp.data());
   layers::linear_rows(tmp.data(), BT, gate_up_, gu.data());
-  swiglu_rows(gu.data(), BT, I, act.data());
+  layers::swiglu_rows(gu.data(), BT, I, act.data());
   layers::linear_rows(act.data(), BT, down_, tmp.data());
   add_into(tmp.data(), g.data(), BT * d);
 

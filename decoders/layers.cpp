@@ -14,6 +14,7 @@
 #include "decoders/cpu_avx2.h"
 #include "decoders/cpu_bf16.h"
 #include "decoders/kernel_path.h"
+#include "decoders/weight_memory.h"
 #include "harness/base/error.h"
 
 namespace ears {
@@ -83,13 +84,16 @@ bool cpu_f32_tensor(const at::Tensor& x) {
 bool cpu_kernel_tensor(const at::Tensor& x) { return cpu_bf16_tensor(x) || cpu_f32_tensor(x); }
 
 
-// Stride between tokens when x [B, T, n, D] holds each token's n rows of D elements contiguously
-// one after another (contiguous, or a head view of a wider projection such as q and k inside the
-// fused qkv); -1 otherwise.
+// Stride between tokens (b, t) -> b * T + t when x [B, T, n, D] holds each token's n rows of D
+// elements contiguously one after another (contiguous, or a head view of a wider projection such
+// as q and k inside the fused qkv); -1 otherwise. A size-1 dimension's stride is whatever the view
+// made it (a batched decode's [B, 1, n, D] head view of qkv has stride(1) = n * D, not the
+// projection's width), so it is never compared.
 int64_t token_stride(const at::Tensor& x) {
-  const int64_t D = x.size(-1);
-  if (x.dim() != 4 || x.stride(3) != 1 || x.stride(2) != D) return -1;
-  if (x.size(0) != 1 && x.stride(0) != x.size(1) * x.stride(1)) return -1;
+  if (x.dim() != 4 || x.stride(3) != 1 || (x.size(2) > 1 && x.stride(2) != x.size(3))) return -1;
+  const int64_t B = x.size(0), T = x.size(1);
+  if (T == 1) return B == 1 ? 0 : x.stride(0);
+  if (B != 1 && x.stride(0) != T * x.stride(1)) return -1;
   return x.stride(1);
 }
 
@@ -176,8 +180,22 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bi
 }
 
 namespace {
+// silu(gate) * up. On a CPU kernel path one pass of cpu_avx2::swiglu_rows (LibTorch's bf16 silu
+// and mul are two single-threaded passes: 1.2 ms of a 16-sequence decode step of the 100M model).
 at::Tensor swiglu(const at::Tensor& gate_up) {
   const int64_t inter = gate_up.size(-1) / 2;
+  if (cpu_kernel_tensor(gate_up) && gate_up.is_contiguous() && gate_up.numel() > 0) {
+    std::vector<int64_t> sizes = gate_up.sizes().vec();
+    sizes.back() = inter;
+    at::Tensor act = at::empty(sizes, gate_up.options());
+    const int64_t rows = gate_up.numel() / (2 * inter);
+    if (gate_up.scalar_type() == at::kFloat) {
+      cpu_avx2::swiglu_rows(gate_up.data_ptr<float>(), rows, inter, act.data_ptr<float>());
+    } else {
+      cpu_avx2::swiglu_rows(bits(gate_up), rows, inter, bits_mut(act));
+    }
+    return act;
+  }
   at::Tensor act = at::silu(gate_up.narrow(-1, 0, inter));
   return act.mul_(gate_up.narrow(-1, inter, inter));
 }
@@ -204,12 +222,12 @@ LinearWeight prepare_linear(const at::Tensor& w, const at::Tensor& bias) {
     // One layout for amx, avx512bf16 and avx2: the kernel reads the bias as bf16 bits.
     if (bias.defined()) lw.bias = bias.to(at::kBFloat16).contiguous();
     const at::Tensor dense = w.contiguous();
-    lw.packed = at::empty({cpu_bf16::amx_packed_elems(lw.out_features, lw.in_features)}, w.options());
+    lw.packed = weight_memory::empty(cpu_bf16::amx_packed_elems(lw.out_features, lw.in_features), at::kBFloat16);
     cpu_bf16::amx_pack(bits(dense), lw.out_features, lw.in_features, bits_mut(lw.packed));
   } else if (cpu_weight && w.scalar_type() == at::kFloat) {
     if (bias.defined()) lw.bias = bias.to(at::kFloat).contiguous();
     const at::Tensor dense = w.contiguous();
-    lw.packed = at::empty({cpu_avx2::panel_f32_elems(lw.out_features, lw.in_features)}, w.options());
+    lw.packed = weight_memory::empty(cpu_avx2::panel_f32_elems(lw.out_features, lw.in_features), at::kFloat);
     cpu_avx2::panel_f32_pack(dense.data_ptr<float>(), lw.out_features, lw.in_features, lw.packed.data_ptr<float>());
   } else {
     lw.w = w;
@@ -312,6 +330,13 @@ void rope_rows(const float* x, int64_t tokens, int64_t x_stride, int64_t n_heads
   cpu_avx2::rope_rows(x, tokens, x_stride, n_heads, hd, cos, sin, y);
 }
 
+void swiglu_rows(const uint16_t* gate_up, int64_t rows, int64_t I, uint16_t* act) {
+  cpu_avx2::swiglu_rows(gate_up, rows, I, act);
+}
+void swiglu_rows(const float* gate_up, int64_t rows, int64_t I, float* act) {
+  cpu_avx2::swiglu_rows(gate_up, rows, I, act);
+}
+
 void attend_row(const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t ld, int64_t n_keys, int64_t hd,
                 float scale, float* scratch, uint16_t* out) {
   bf16_kernels()->attend_row(q, k, ld, v, ld, n_keys, hd, scale, scratch, out);
@@ -386,16 +411,17 @@ at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope) {
   // x: [B, T, n, hd]; cos/sin: [B, T, hd] -> broadcast over heads.
   const int64_t hd = x.size(-1);
   const at::ScalarType dt = x.scalar_type();
-  if (x.dim() == 4 && x.numel() > 0 && hd % 2 == 0 && cpu_kernel_tensor(x) && token_stride(x) >= 0 &&
+  const int64_t stride = x.dim() == 4 ? token_stride(x) : -1;
+  if (x.dim() == 4 && x.numel() > 0 && hd % 2 == 0 && cpu_kernel_tensor(x) && stride >= 0 &&
       rope.cos.scalar_type() == dt && rope.sin.scalar_type() == dt && rope.cos.is_contiguous() &&
       rope.sin.is_contiguous() && rope.cos.numel() == x.size(0) * x.size(1) * hd && rope.sin.numel() == rope.cos.numel()) {
     at::Tensor y = at::empty(x.sizes(), x.options());
     const int64_t outer = x.size(0) * x.size(1);
     if (dt == at::kFloat) {
-      cpu_avx2::rope_rows(x.data_ptr<float>(), outer, x.stride(1), x.size(2), hd, rope.cos.data_ptr<float>(),
+      cpu_avx2::rope_rows(x.data_ptr<float>(), outer, stride, x.size(2), hd, rope.cos.data_ptr<float>(),
                           rope.sin.data_ptr<float>(), y.data_ptr<float>());
     } else {
-      bf16_kernels()->rope_rows(bits(x), outer, x.stride(1), x.size(2), hd, bits(rope.cos), bits(rope.sin), bits_mut(y));
+      bf16_kernels()->rope_rows(bits(x), outer, stride, x.size(2), hd, bits(rope.cos), bits(rope.sin), bits_mut(y));
     }
     return y;
   }

@@ -74,6 +74,10 @@ void rope_rows(const uint16_t* x, int64_t tokens, int64_t x_stride, int64_t n_he
                const uint16_t* sin, uint16_t* y);
 void rope_rows(const float* x, int64_t tokens, int64_t x_stride, int64_t n_heads, int64_t hd, const float* cos,
                const float* sin, float* y);
+// act [rows, I] = silu(gate) * up of gate_up rows [gate (I) | up (I)], rounded per op
+// (cpu_avx2::swiglu_rows: the same kernel swiglu() takes on a CPU kernel path).
+void swiglu_rows(const uint16_t* gate_up, int64_t rows, int64_t I, uint16_t* act);
+void swiglu_rows(const float* gate_up, int64_t rows, int64_t I, float* act);
 // One query row over keys [0, n_keys) (k_j = k + j * ld, v_j = v + j * ld); scratch: n_keys floats.
 void attend_row(const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t ld, int64_t n_keys, int64_t hd,
                 float scale, float* scratch, uint16_t* out);

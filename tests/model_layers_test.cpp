@@ -181,33 +181,39 @@ TEST_P(CpuKernels, RmsNormMatchesTheFormulaOnRowsAndHeadViews) {
   // Only the fp32 sum order differs from the formula: at most one bf16 rounding step apart.
   EXPECT_LE(max_abs(y, formula(x, w)), 0.02 * 3);
   EXPECT_LE(mean_abs(y, formula(x, w)), 1e-3);
-  // The q and k heads of a fused projection: a strided [B, T, n, hd] view, one weight row per head.
-  const at::Tensor qkv = at::randn({2, 3, 7 * 20}, gen, at::kFloat).to(at::kBFloat16);
-  const at::Tensor heads = qkv.narrow(-1, 0, 5 * 20).view({2, 3, 5, 20});
-  ASSERT_FALSE(heads.is_contiguous());
+  // The q and k heads of a fused projection: a strided [B, T, n, hd] view, one weight row per head;
+  // T = 1 is a batched decode, whose view has stride(1) = n * hd, not the projection's width.
   const at::Tensor hw = (at::rand({5, 20}, gen, at::kFloat) + 0.5).to(at::kBFloat16);
-  const at::Tensor hy = ears::layers::rms_norm(heads, hw, eps);
-  EXPECT_LE(max_abs(hy, formula(heads, hw)), 0.02 * 3);
-  EXPECT_LE(mean_abs(hy, formula(heads, hw)), 1e-3);
+  for (int64_t T : {3, 1}) {
+    const at::Tensor qkv = at::randn({2, T, 7 * 20}, gen, at::kFloat).to(at::kBFloat16);
+    const at::Tensor heads = qkv.narrow(-1, 0, 5 * 20).view({2, T, 5, 20});
+    ASSERT_FALSE(heads.is_contiguous());
+    const at::Tensor hy = ears::layers::rms_norm(heads, hw, eps);
+    EXPECT_LE(max_abs(hy, formula(heads, hw)), 0.02 * 3) << "T = " << T;
+    EXPECT_LE(mean_abs(hy, formula(heads, hw)), 1e-3) << "T = " << T;
+  }
 }
 
 TEST_P(CpuKernels, RopeRoundsLikeTheBf16Formula) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(15);
-  // hd = 44: half = 22, full 16- and 8-lane chunks plus a tail per half; q and k heads as a view.
-  const int64_t B = 2, T = 3, n = 5, hd = 44;
-  const at::Tensor qkv = (at::randn({B, T, (n + 2) * hd}, gen, at::kFloat) * 2).to(at::kBFloat16);
-  const at::Tensor x = qkv.narrow(-1, 0, n * hd).view({B, T, n, hd});
-  const at::Tensor pos = at::tensor(std::vector<int64_t>{3, 4, 5, 17, 18, 19}, at::kLong).view({B, T});
+  // hd = 44: half = 22, full 16- and 8-lane chunks plus a tail per half; q and k heads as a view
+  // (T = 1: a batched decode's view, see the RMSNorm test).
+  const int64_t B = 2, n = 5, hd = 44;
   ears::RopeConfig rc;
   rc.theta = 10000.0;
-  const ears::layers::RopeTables rope =
-      ears::layers::rope_tables(ears::layers::rope_inv_freq(hd, rc, at::kCPU), pos, at::kBFloat16);
-  const at::Tensor y = ears::layers::apply_rope(x, rope);
-  // The formula in bf16 tensor ops (each op rounds once, as Hugging Face eager does).
-  const at::Tensor cos = rope.cos.unsqueeze(2), sin = rope.sin.unsqueeze(2);
-  const at::Tensor rot = at::cat({x.narrow(-1, hd / 2, hd / 2).neg(), x.narrow(-1, 0, hd / 2)}, -1);
-  const at::Tensor ref = x * cos + rot * sin;
-  EXPECT_TRUE(at::equal(y, ref)) << "max |diff| " << max_abs(y, ref);
+  for (int64_t T : {3, 1}) {
+    const at::Tensor qkv = (at::randn({B, T, (n + 2) * hd}, gen, at::kFloat) * 2).to(at::kBFloat16);
+    const at::Tensor x = qkv.narrow(-1, 0, n * hd).view({B, T, n, hd});
+    const at::Tensor pos = (at::arange(T, at::kLong) + at::tensor(std::vector<int64_t>{3, 17}, at::kLong).view({B, 1}));
+    const ears::layers::RopeTables rope =
+        ears::layers::rope_tables(ears::layers::rope_inv_freq(hd, rc, at::kCPU), pos, at::kBFloat16);
+    const at::Tensor y = ears::layers::apply_rope(x, rope);
+    // The formula in bf16 tensor ops (each op rounds once, as Hugging Face eager does).
+    const at::Tensor cos = rope.cos.unsqueeze(2), sin = rope.sin.unsqueeze(2);
+    const at::Tensor rot = at::cat({x.narrow(-1, hd / 2, hd / 2).neg(), x.narrow(-1, 0, hd / 2)}, -1);
+    const at::Tensor ref = x * cos + rot * sin;
+    EXPECT_TRUE(at::equal(y, ref)) << "T = " << T << ": max |diff| " << max_abs(y, ref);
+  }
 }
 
 TEST_P(CpuKernels, AttentionMatchesAtenPathAndIgnoresKeysPastThePosition) {
@@ -274,6 +280,40 @@ TEST_P(CpuKernels, AttentionRowsSharingAKvHeadMatchEachRowAlone) {
                                               << max_abs(alone, want);
         }
     }
+  }
+}
+
+// SwiGLU rows against the formula computed independently (fp64 silu, rounded like the kernel's
+// contract: bf16(bf16(silu(g)) * u)). The kernel's fp32 e^-g is within 2e-7 relative, so a bf16
+// rounding can flip only where the exact value sits that close to a rounding boundary: ~1e-4 of
+// the elements; allow 1 in 256, each at most one bf16 step off. g spans [-100, 100]: past the
+// e^88 cap on both sides.
+TEST_P(CpuKernels, SwigluRowsMatchTheFormula) {
+  if (!kernels_on()) GTEST_SKIP() << "raw rows exist on CPU kernel paths only";
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(19);
+  const int64_t rows = 5, I = 1001;  // I: full 8-lane chunks plus a tail
+  at::Tensor gu = at::randn({rows, 2 * I}, gen, at::kFloat) * 4;
+  gu.narrow(1, 0, 40).copy_(at::linspace(-100, 100, 40).view({1, 40}).expand({rows, 40}));
+  const at::Tensor g64 = gu.narrow(1, 0, I).to(at::kDouble);
+  const at::Tensor silu64 = g64 / (1 + at::exp(-g64));
+  {  // bf16
+    const at::Tensor gub = gu.to(at::kBFloat16);
+    at::Tensor act = at::empty({rows, I}, gub.options());
+    ears::layers::swiglu_rows(reinterpret_cast<const uint16_t*>(gub.data_ptr()), rows, I,
+                              reinterpret_cast<uint16_t*>(act.data_ptr()));
+    const at::Tensor s = (gub.narrow(1, 0, I).to(at::kDouble) / (1 + at::exp(-gub.narrow(1, 0, I).to(at::kDouble))));
+    const at::Tensor ref = (s.to(at::kBFloat16).to(at::kDouble) * gub.narrow(1, I, I).to(at::kDouble)).to(at::kBFloat16);
+    const at::Tensor off = act.ne(ref);
+    EXPECT_LE(off.sum().item<int64_t>(), rows * I / 256) << "elements off the formula";
+    const at::Tensor step = ref.to(at::kFloat).abs() * (1.0 / 128) + 1e-30;
+    EXPECT_TRUE((act.to(at::kFloat) - ref.to(at::kFloat)).abs().le(step).all().item<bool>());
+  }
+  {  // float32: silu * up, no rounding beyond fp32's
+    at::Tensor act = at::empty({rows, I}, gu.options());
+    ears::layers::swiglu_rows(gu.data_ptr<float>(), rows, I, act.data_ptr<float>());
+    const at::Tensor ref = silu64 * gu.narrow(1, I, I).to(at::kDouble);
+    EXPECT_TRUE((act.to(at::kDouble) - ref).abs().le(ref.abs() * 1e-6 + 1e-35).all().item<bool>())
+        << "max |diff| " << (act.to(at::kDouble) - ref).abs().max().item<double>();
   }
 }
 

@@ -86,10 +86,11 @@ std::string env_line(const json& env) {
       env.contains("load_average_1m_end") ? fmt::format(", {:.2f} at end", env["load_average_1m_end"].get<double>()) : "");
   if (env.contains("model")) {
     const json& m = env["model"];
-    line += fmt::format("\n- model: {} compute, {} weights (checkpoint {}, --dtype {}) on {}, kernel path {}",
+    line += fmt::format("\n- model: {} compute, {} weights (checkpoint {}, --dtype {}) on {}, kernel path {}; {}",
                         m["compute_dtype"].get<std::string>(), m["weight_dtype"].get<std::string>(),
                         m["checkpoint_dtype"].get<std::string>(), m["dtype_requested"].get<std::string>(),
-                        m["device"].get<std::string>(), m["kernel_path"].get<std::string>());
+                        m["device"].get<std::string>(), m["kernel_path"].get<std::string>(),
+                        m.value("weight_pages", std::string("-")));
   }
   // (A previous bench run alone keeps the 1-minute load near 1, hence "at least the CPU count".)
   if (env["load_average_1m"].get<double>() >= env["logical_cpus"].get<double>())

@@ -15,6 +15,7 @@
 
 #include "harness/bench/probe.h"
 #include "decoders/kernel_path.h"
+#include "decoders/weight_memory.h"
 #include "decoders/layers.h"
 #include "decoders/engine.h"
 #include "decoders/model.h"
@@ -104,6 +105,7 @@ void time_shapes(const ForwardBenchArgs& a, const ForwardPlan& plan, std::vector
   kernels::set_path(start);
   const ModelConfig& cfg = paths[0].model.config();
   const c10::ScalarType dtype = paths[0].model.dtype();
+  const std::string pages = weight_memory::pages_summary();  // while the models are loaded
   for (size_t k = 0; k < shapes.size(); ++k) {
     const auto [i, B, T] = shapes[k];
     ms[{i, B, T}] = medians[k];
@@ -112,7 +114,7 @@ void time_shapes(const ForwardBenchArgs& a, const ForwardPlan& plan, std::vector
                       {"tokens_per_step", T}, {"ms_per_step", medians[k]},
                       {"weight_bytes", streamed_param_count(cfg) * dtype_bytes(dtype)},
                       {"kv_bytes", kv_read_bytes(cfg, B, a.context + T, dtype)}, {"context", a.context},
-                      {"macs", step_macs(cfg, B, T, a.context)},
+                      {"macs", step_macs(cfg, B, T, a.context)}, {"weight_pages", pages},
                       {"tokens_per_s", B * T / (medians[k] / 1e3)}});
   }
   if (paths.size() == 2)
@@ -173,6 +175,12 @@ std::string forward_notes(const ForwardBenchArgs& a, const json& doc, const Forw
     md += fmt::format("- generated model: Qwen3, {} parameters incl. tied embeddings ({} streamed per step), random "
                       "bf16 weights\n",
                       rows[0]["params"].get<int64_t>(), rows[0]["streamed_params"].get<int64_t>());
+  std::string pages;
+  for (const auto& r : rows) {
+    const std::string p = r["dtype"].get<std::string>() + " " + r["weight_pages"].get<std::string>();
+    if (pages.find(p) == std::string::npos) pages += (pages.empty() ? "" : "; ") + p;
+  }
+  if (!pages.empty()) md += "- packed weights (decoders/weight_memory.h): " + pages + "\n";
   if (!t.speedups.empty()) {
     md += "- CPU kernels vs plain ATen, timed side by side (ATen ms ÷ kernels ms):";
     for (size_t i = 0; i < t.speedups.size(); ++i) md += (i ? "; " : " ") + t.speedups[i];

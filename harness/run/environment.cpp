@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "decoders/kernel_path.h"
+#include "decoders/weight_memory.h"
 #include "decoders/layers.h"
 #include "decoders/model.h"
 #include "decoders/runtime.h"
@@ -155,6 +156,7 @@ json model_environment_json(const CausalLM& model, const std::string& dtype_requ
           {"weight_dtype", dtype_name(model.dtype())},
           {"checkpoint_dtype", dtype_name(model.config().torch_dtype)},
           {"kernel_path", layers::kernel_path_name(model.device(), model.dtype())},
+          {"weight_pages", weight_memory::pages_summary()},
           {"target_parameters", model.config().parameter_count()}};
 }
 

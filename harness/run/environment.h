@@ -58,8 +58,8 @@ nlohmann::json environment_json();
 
 // A loaded model's facts: {device, dtype_requested, compute_dtype, weight_dtype (weights are held
 // in the compute dtype), checkpoint_dtype (config.json's torch_dtype), kernel_path (the one this
-// model's dtype and device take: layers::kernel_path_name), target_parameters
-// (ModelConfig::parameter_count)}.
+// model's dtype and device take: layers::kernel_path_name), weight_pages (the packed weights' page
+// size: decoders/weight_memory.h), target_parameters (ModelConfig::parameter_count)}.
 nlohmann::json model_environment_json(const CausalLM& model, const std::string& dtype_requested);
 
 // The compute dtype a model at `path` would get for `dtype_requested` ("auto" resolves through
