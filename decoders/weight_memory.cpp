@@ -100,7 +100,7 @@ at::Tensor empty(int64_t numel, c10::ScalarType dtype) {
 std::string pages_summary() {
   const std::string mode = thp_mode();
   const int64_t carved = arena().live;
-  if (carved == 0) return fmt::format("no packed weights (THP {})", mode);
+  if (carved == 0) return "";
   const int64_t huge = std::min(anon_huge_bytes(), carved);
   if (huge == 0) return fmt::format("4 KiB pages: {} MiB (THP {})", carved >> 20, mode);
   return fmt::format("2 MiB pages: {} of {} MiB (THP {})", huge >> 20, carved >> 20, mode);

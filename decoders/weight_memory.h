@@ -22,8 +22,9 @@ namespace weight_memory {
 at::Tensor empty(int64_t numel, c10::ScalarType dtype);
 
 // What the weights got, for the reports (harness/run/environment.h), e.g. "2 MiB pages: 191 of
-// 191 MiB (THP madvise)" or "4 KiB pages (THP never)" — the huge-page bytes are the process's
-// AnonHugePages (/proc/self/smaps_rollup), capped at the bytes of the live tensors carved here.
+// 191 MiB (THP madvise)" or "4 KiB pages: 191 MiB (THP never)" — the huge-page bytes are the
+// process's AnonHugePages (/proc/self/smaps_rollup), capped at the bytes of the live tensors
+// carved here; "" when none are alive (the aten path, accelerators).
 std::string pages_summary();
 
 }  // namespace weight_memory

@@ -90,6 +90,7 @@ std::string compute_text(const json& env) {
   if (!dtype.empty())
     parts.push_back(dtype + (text_at(env, {"checkpoint_dtype"}).empty() ? "" : " (checkpoint " + text_at(env, {"checkpoint_dtype"}) + ")"));
   if (!text_at(env, {"kernel_path"}).empty()) parts.push_back("kernel path " + text_at(env, {"kernel_path"}));
+  if (!text_at(env, {"weight_pages"}).empty()) parts.push_back("packed weights on " + text_at(env, {"weight_pages"}));
   if (!text_at(env, {"threads"}).empty()) {
     std::string t = text_at(env, {"threads"}) + " thread(s)";
     if (!text_at(env, {"omp_wait_policy"}).empty()) t += " (OpenMP wait " + text_at(env, {"omp_wait_policy"}) + ")";

@@ -15,7 +15,8 @@
 //   {"command", "env": {threads, omp_wait_policy, torch_version, cuda_build, cuda_devices, cpu_model,
 //            cpu_isa, cpu_flags, logical_cpus, l3_cache_bytes, kernel_path_best, kernel_path,
 //            load_average_1m (at start), load_average_1m_end, [model: {device, dtype_requested,
-//            compute_dtype, weight_dtype, checkpoint_dtype, kernel_path} (e2e)]}   (harness/run/environment.h)
+//            compute_dtype, weight_dtype, checkpoint_dtype, kernel_path, weight_pages} (e2e)]}
+//            (harness/run/environment.h)
 //    "bandwidth": [{when, bytes, runs, threads, read_gbps, copy_gbps}], "floor_read_gbps",
 //    "conventions": {...}, "rows": [...], ...}
 // The row fields of each command are listed with its Args struct below.
@@ -59,7 +60,8 @@ void write_random_qwen3(const GeneratedModelSpec& spec, const std::filesystem::p
 int run_bench_bandwidth(const BenchCommon& common);
 
 // bench forward — rows: [{model, path (the kernel path: amx | avx512bf16 | avx2 | aten | cuda), params, streamed_params, dtype, batch, tokens_per_step, ms_per_step, floor_ms,
-// ratio, tokens_per_s, weight_bytes, kv_bytes, context}] (ms_per_step: median of `repeats`;
+// ratio, tokens_per_s, weight_bytes, kv_bytes, context, macs, weight_pages (decoders/weight_memory.h)}]
+// (ms_per_step: median of `repeats`;
 // tokens_per_s = batch·tokens_per_step ÷ step time); "summary": [{model, dtype,
 // verify_over_decode_b1 (γ+1-token step ÷ 1-token step at batch 1), max_batch,
 // throughput_max_batch_over_b1 (1-token tokens/s at the largest batch ÷ at batch 1)}]

@@ -177,6 +177,7 @@ std::string forward_notes(const ForwardBenchArgs& a, const json& doc, const Forw
                       rows[0]["params"].get<int64_t>(), rows[0]["streamed_params"].get<int64_t>());
   std::string pages;
   for (const auto& r : rows) {
+    if (r["weight_pages"].get<std::string>().empty()) continue;
     const std::string p = r["dtype"].get<std::string>() + " " + r["weight_pages"].get<std::string>();
     if (pages.find(p) == std::string::npos) pages += (pages.empty() ? "" : "; ") + p;
   }
