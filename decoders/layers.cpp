@@ -97,6 +97,20 @@ int64_t token_stride(const at::Tensor& x) {
   return x.stride(1);
 }
 
+// Splits `rows` rows of `row_elems` elements (RMSNorm, RoPE, SwiGLU) over LibTorch's threads, at
+// least kRowGrain elements per thread; fewer run on the calling thread. A 16-sequence decode step's
+// element-wise rows ran serially between the parallel linears, long enough (10-40 us) for the idle
+// OpenMP worker to go to sleep (GOMP_SPINCOUNT=1000, harness/run/environment.h) and need waking at
+// the next linear; split, the step was 0.5-1.5 ms faster and the 6-token verify ~0.5 ms (Zen 4,
+// `avx2`, 100M model, docs/performance.md "2026-11-26"). A 1-token decode's rows stay serial.
+constexpr int64_t kRowGrain = 4096;
+template <class F>
+void for_rows(int64_t rows, int64_t row_elems, const F& f) {
+  const int64_t grain = std::max<int64_t>(1, kRowGrain / std::max<int64_t>(1, row_elems));
+  if (rows <= grain) return f(int64_t{0}, rows);
+  at::parallel_for(0, rows, grain, f);
+}
+
 const uint16_t* bits(const at::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr()); }
 uint16_t* bits_mut(at::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr()); }
 
@@ -129,12 +143,15 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
     if (outer_stride >= 0) {
       at::Tensor y = at::empty(x.sizes(), x.options());
       const float feps = static_cast<float>(eps);
-      if (x.scalar_type() == at::kFloat) {
-        cpu_avx2::rms_norm_rows(x.data_ptr<float>(), outer, outer_stride, inner, D, weight.data_ptr<float>(), per_inner,
-                                feps, y.data_ptr<float>());
-      } else {
-        bf16_kernels()->rms_norm_rows(bits(x), outer, outer_stride, inner, D, bits(weight), per_inner, feps, bits_mut(y));
-      }
+      for_rows(outer, inner * D, [&](int64_t o0, int64_t o1) {
+        if (x.scalar_type() == at::kFloat) {
+          cpu_avx2::rms_norm_rows(x.data_ptr<float>() + o0 * outer_stride, o1 - o0, outer_stride, inner, D,
+                                  weight.data_ptr<float>(), per_inner, feps, y.data_ptr<float>() + o0 * inner * D);
+        } else {
+          bf16_kernels()->rms_norm_rows(bits(x) + o0 * outer_stride, o1 - o0, outer_stride, inner, D, bits(weight),
+                                        per_inner, feps, bits_mut(y) + o0 * inner * D);
+        }
+      });
       return y;
     }
   }
@@ -189,11 +206,13 @@ at::Tensor swiglu(const at::Tensor& gate_up) {
     sizes.back() = inter;
     at::Tensor act = at::empty(sizes, gate_up.options());
     const int64_t rows = gate_up.numel() / (2 * inter);
-    if (gate_up.scalar_type() == at::kFloat) {
-      cpu_avx2::swiglu_rows(gate_up.data_ptr<float>(), rows, inter, act.data_ptr<float>());
-    } else {
-      cpu_avx2::swiglu_rows(bits(gate_up), rows, inter, bits_mut(act));
-    }
+    for_rows(rows, 2 * inter, [&](int64_t r0, int64_t r1) {
+      if (gate_up.scalar_type() == at::kFloat) {
+        cpu_avx2::swiglu_rows(gate_up.data_ptr<float>() + r0 * 2 * inter, r1 - r0, inter, act.data_ptr<float>() + r0 * inter);
+      } else {
+        cpu_avx2::swiglu_rows(bits(gate_up) + r0 * 2 * inter, r1 - r0, inter, bits_mut(act) + r0 * inter);
+      }
+    });
     return act;
   }
   at::Tensor act = at::silu(gate_up.narrow(-1, 0, inter));
@@ -417,12 +436,16 @@ at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope) {
       rope.sin.is_contiguous() && rope.cos.numel() == x.size(0) * x.size(1) * hd && rope.sin.numel() == rope.cos.numel()) {
     at::Tensor y = at::empty(x.sizes(), x.options());
     const int64_t outer = x.size(0) * x.size(1);
-    if (dt == at::kFloat) {
-      cpu_avx2::rope_rows(x.data_ptr<float>(), outer, stride, x.size(2), hd, rope.cos.data_ptr<float>(),
-                          rope.sin.data_ptr<float>(), y.data_ptr<float>());
-    } else {
-      bf16_kernels()->rope_rows(bits(x), outer, stride, x.size(2), hd, bits(rope.cos), bits(rope.sin), bits_mut(y));
-    }
+    const int64_t n = x.size(2);
+    for_rows(outer, n * hd, [&](int64_t o0, int64_t o1) {
+      if (dt == at::kFloat) {
+        cpu_avx2::rope_rows(x.data_ptr<float>() + o0 * stride, o1 - o0, stride, n, hd, rope.cos.data_ptr<float>() + o0 * hd,
+                            rope.sin.data_ptr<float>() + o0 * hd, y.data_ptr<float>() + o0 * n * hd);
+      } else {
+        bf16_kernels()->rope_rows(bits(x) + o0 * stride, o1 - o0, stride, n, hd, bits(rope.cos) + o0 * hd,
+                                  bits(rope.sin) + o0 * hd, bits_mut(y) + o0 * n * hd);
+      }
+    });
     return y;
   }
   const int64_t half = x.size(-1) / 2;

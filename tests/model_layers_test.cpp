@@ -121,7 +121,7 @@ TEST_P(CpuKernels, Bf16LinearIsRowInvariantForAnyRowCount) {
   // Half a bf16 ulp (2^-8 relative) plus the fp32 summation error of 200 products.
   const at::Tensor err = (all.to(at::kFloat) - ref).abs();
   EXPECT_TRUE(err.le(ref.abs() * (1.0 / 256) + 1e-4).all().item<bool>()) << "max error " << err.max().item<float>();
-  for (int64_t m : {1, 2, 3, 4, 6, 7, 8, 9, 15, 16, 17, 31, 33}) {  // 31: 6 x 5 + a 1-row tile
+  for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 33}) {  // tiles of 3 to 6 rows (16: 6 + 5 + 5)
     const at::Tensor part = ears::layers::linear(x.narrow(0, M - m, m).view({1, m, K}), lw);
     EXPECT_TRUE(at::equal(part.view({m, N}), all.narrow(0, M - m, m))) << m << " rows round differently";
   }
@@ -182,9 +182,11 @@ TEST_P(CpuKernels, RmsNormMatchesTheFormulaOnRowsAndHeadViews) {
   EXPECT_LE(max_abs(y, formula(x, w)), 0.02 * 3);
   EXPECT_LE(mean_abs(y, formula(x, w)), 1e-3);
   // The q and k heads of a fused projection: a strided [B, T, n, hd] view, one weight row per head;
-  // T = 1 is a batched decode, whose view has stride(1) = n * hd, not the projection's width.
+  // T = 1 is a batched decode, whose view has stride(1) = n * hd, not the projection's width;
+  // T = 40: 8000 elements, split over 2 threads (layers.cpp for_rows).
   const at::Tensor hw = (at::rand({5, 20}, gen, at::kFloat) + 0.5).to(at::kBFloat16);
-  for (int64_t T : {3, 1}) {
+  const ears::test::ThreadsGuard two(2);
+  for (int64_t T : {3, 1, 40}) {
     const at::Tensor qkv = at::randn({2, T, 7 * 20}, gen, at::kFloat).to(at::kBFloat16);
     const at::Tensor heads = qkv.narrow(-1, 0, 5 * 20).view({2, T, 5, 20});
     ASSERT_FALSE(heads.is_contiguous());
@@ -197,11 +199,12 @@ TEST_P(CpuKernels, RmsNormMatchesTheFormulaOnRowsAndHeadViews) {
 TEST_P(CpuKernels, RopeRoundsLikeTheBf16Formula) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(15);
   // hd = 44: half = 22, full 16- and 8-lane chunks plus a tail per half; q and k heads as a view
-  // (T = 1: a batched decode's view, see the RMSNorm test).
+  // (T = 1: a batched decode's view, T = 40: split over 2 threads; see the RMSNorm test).
   const int64_t B = 2, n = 5, hd = 44;
   ears::RopeConfig rc;
   rc.theta = 10000.0;
-  for (int64_t T : {3, 1}) {
+  const ears::test::ThreadsGuard two(2);
+  for (int64_t T : {3, 1, 40}) {
     const at::Tensor qkv = (at::randn({B, T, (n + 2) * hd}, gen, at::kFloat) * 2).to(at::kBFloat16);
     const at::Tensor x = qkv.narrow(-1, 0, n * hd).view({B, T, n, hd});
     const at::Tensor pos = (at::arange(T, at::kLong) + at::tensor(std::vector<int64_t>{3, 17}, at::kLong).view({B, 1}));
@@ -307,6 +310,11 @@ TEST_P(CpuKernels, SwigluRowsMatchTheFormula) {
     EXPECT_LE(off.sum().item<int64_t>(), rows * I / 256) << "elements off the formula";
     const at::Tensor step = ref.to(at::kFloat).abs() * (1.0 / 128) + 1e-30;
     EXPECT_TRUE((act.to(at::kFloat) - ref.to(at::kFloat)).abs().le(step).all().item<bool>());
+    // The MLP takes the same kernel, its rows split over 2 threads (10k elements): through
+    // identity projections (x * 1 + 0s: exact) silu_mlp is the SwiGLU alone.
+    const ears::test::ThreadsGuard two(2);
+    const at::Tensor mlp = ears::layers::silu_mlp(gub, at::eye(2 * I).to(at::kBFloat16), at::eye(I).to(at::kBFloat16));
+    EXPECT_TRUE(at::equal(mlp, act));
   }
   {  // float32: silu * up, no rounding beyond fp32's
     at::Tensor act = at::empty({rows, I}, gu.options());

@@ -1,6 +1,7 @@
 // Tensor helpers shared by the tensor tests: golden JSON values -> tensors, and error measures.
 #pragma once
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -8,6 +9,19 @@
 #include <vector>
 
 namespace ears::test {
+
+// LibTorch intra-op threads set for a scope (at least 2 makes parallel_for split its range even
+// on a 1-CPU runner), restored after.
+class ThreadsGuard {
+ public:
+  explicit ThreadsGuard(int n) : saved_(at::get_num_threads()) { at::set_num_threads(n); }
+  ~ThreadsGuard() { at::set_num_threads(saved_); }
+  ThreadsGuard(const ThreadsGuard&) = delete;
+  ThreadsGuard& operator=(const ThreadsGuard&) = delete;
+
+ private:
+  int saved_;
+};
 
 // Nested float lists -> fp32 tensor of the same shape.
 inline at::Tensor to_tensor(const nlohmann::json& j) {
