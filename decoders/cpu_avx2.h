@@ -7,7 +7,7 @@
 //     ggml-cpu widens the same way), then FMA in fp32;
 //   - float32 linear over 16-column panels (packed[(n / 16) * K * 16 + k * 16 + n % 16]);
 //   - attention per query row, RMSNorm and RoPE, in bf16 (Hugging Face's bf16 roundings) and
-//     float32.
+//     float32; SwiGLU (every CPU kernel path takes this one).
 //
 // Numerics (the T = 0 identity contract): output (m, n) of a linear is
 //   acc = 0; for k in 0..K-1 (K padded to 32 with zeros): acc = fma(x[m, k], w[n, k], acc)

@@ -102,7 +102,8 @@ int64_t token_stride(const at::Tensor& x) {
 // element-wise rows ran serially between the parallel linears, long enough (10-40 us) for the idle
 // OpenMP worker to go to sleep (GOMP_SPINCOUNT=1000, harness/run/environment.h) and need waking at
 // the next linear; split, the step was 0.5-1.5 ms faster and the 6-token verify ~0.5 ms (Zen 4,
-// `avx2`, 100M model, docs/performance.md "2026-11-26"). A 1-token decode's rows stay serial.
+// `avx2`, 100M model; docs/performance.md, "2026-11-25, fourteenth session"). A 1-token decode's
+// rows stay serial.
 constexpr int64_t kRowGrain = 4096;
 template <class F>
 void for_rows(int64_t rows, int64_t row_elems, const F& f) {
