@@ -9,7 +9,6 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
-#include <sstream>
 
 #include "harness/base/error.h"
 
@@ -30,7 +29,10 @@ struct Region {
   size_t bytes = 0;
   explicit Region(size_t want) : bytes(round_up(want, kHugePage)) {
     void* p = ::mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) fail("weights: cannot map {} MiB of memory for the packed weights", bytes >> 20);
+    if (p == MAP_FAILED)
+      fail("weights: cannot map {} MiB for the packed weights (out of memory: free some, or load a smaller model or "
+           "--dtype)",
+           bytes >> 20);
     char* raw = static_cast<char*>(p);
     base = reinterpret_cast<char*>(round_up(reinterpret_cast<uintptr_t>(raw), kHugePage));
     if (base > raw) ::munmap(raw, static_cast<size_t>(base - raw));
