@@ -167,8 +167,9 @@ EARS_AVX2 void panel_f32(const float* x, int64_t ldx, const float* wp, int64_t K
     for (int q = 0; q < 2; ++q) _mm256_storeu_ps(out + m * 16 + q * 8, acc[m][q]);
 }
 
-// e^x for x <= 0 (softmax after subtracting the max): x = n ln2 + r, e^r by its degree-7 Taylor
-// polynomial (relative error < 2e-7), times 2^n built in the exponent bits; x < -87 gives 0.
+// e^x for x <= 88 (softmax after subtracting the max; SwiGLU caps -g at 88): x = n ln2 + r, e^r by
+// its degree-7 Taylor polynomial (relative error < 2e-7), times 2^n built in the exponent bits
+// (n <= 127 up to 88); x < -87 gives 0.
 EARS_AVX2 inline __m256 exp_ps(__m256 x) {
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);

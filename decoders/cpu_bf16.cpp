@@ -449,7 +449,7 @@ EARS_AVX512_BF16 void vnni_block(const uint16_t* x, int64_t ldx, const uint16_t*
 // Decode (one row): two consecutive 32-row blocks at once, 4 independent vdpbf16ps chains (one
 // block's 2 chains are latency-bound), each stream prefetched 16 KiB ahead into L2, four lines per
 // step rather than a chunk's 64 at its start: with the burst the 100M model's linears streamed
-// 1.12-1.15x slower than cpu_avx2's kernel over the same bytes, spread 1.00-1.04x (Zen 4, 2
+// 1.12-1.15x slower than cpu_avx2's kernel over the same bytes, spread 1.00-1.08x (Zen 4, 2
 // threads, alternated in one process). Each output sees the same sequence as in vnni_block.
 EARS_AVX512_BF16 void vnni_row_2blocks(const uint16_t* x, const uint16_t* wb, int64_t kchunks, float* out) {
   __m512 acc[2][2];
