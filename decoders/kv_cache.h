@@ -80,6 +80,8 @@ class KVCache {
   const at::Tensor& device_lengths() const;
 
  private:
+  // write() on a contiguous CPU cache from CPU rows of its dtype; false (nothing written) otherwise.
+  bool write_host(int64_t layer, const Append& plan, const at::Tensor& k_new, const at::Tensor& v_new);
   int64_t n_layers_ = 0, batch_ = 0, kv_heads_ = 0, max_len_ = 0, head_dim_ = 0;
   at::Tensor storage_;  // [n_layers, 2, B, K, max_len, hd]
   std::vector<int64_t> lengths_;

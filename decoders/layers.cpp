@@ -32,6 +32,11 @@ namespace {
 //    drafts, at any batch size); longer prefills take the ATen path, the same in every arm.
 constexpr int64_t kRowDotMaxRows = 8;
 constexpr int64_t kAttentionMaxTokens = 16;
+// Attention splits its (b, KV head, t) items over the threads when each thread gets at least this
+// many query-row x key x head_dim products (~10-20 us of work): a 1-token decode's 8 KV heads x
+// 2 query rows x 129 keys x 128 split in two, which took 26 us on one thread between the qkv and
+// o linears (Intel Xeon, 100M Qwen3), while the other thread's OpenMP worker waited.
+constexpr int64_t kAttentionForkWork = 32 * 1024;
 
 // The query rows of one sequence that share a KV head (cpu_avx2.h's attend_rows contract), one
 // cpu_bf16::attend_row at a time: vdpbf16ps reads bf16 K / V natively, nothing to share.
@@ -100,7 +105,7 @@ int64_t token_stride(const at::Tensor& x) {
 // Splits `rows` rows of `row_elems` elements (RMSNorm, RoPE, SwiGLU) over LibTorch's threads, at
 // least kRowGrain elements per thread; fewer run on the calling thread. A 16-sequence decode step's
 // element-wise rows ran serially between the parallel linears, long enough (10-40 us) for the idle
-// OpenMP worker to go to sleep (GOMP_SPINCOUNT=1000, harness/run/environment.h) and need waking at
+// OpenMP worker to go to sleep (GOMP_SPINCOUNT=1000 then, harness/run/environment.h) and need waking at
 // the next linear; split, the step was 0.5-1.5 ms faster and the 6-token verify ~0.5 ms (Zen 4,
 // `avx2`, 100M model; docs/performance.md, "2026-11-25, fourteenth session"). A 1-token decode's
 // rows stay serial.
@@ -477,8 +482,10 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
     std::vector<int64_t> n_keys(static_cast<size_t>(B * T));
     for (int64_t bt = 0; bt < B * T; ++bt) n_keys[bt] = std::min<int64_t>(pos.data_ptr<int64_t>()[bt] + 1, S);
     const float fscale = static_cast<float>(scale);
+    // Fork when each thread gets >= kAttentionForkWork query-row x key x head_dim products.
+    const int64_t grain = std::max<int64_t>(1, (kAttentionForkWork + G * S * hd - 1) / (G * S * hd));
     auto rows = [&](auto* qb, auto* kb, auto* vb, auto* ob, auto attend_rows) {
-      at::parallel_for(0, B * K * T, (16 + G - 1) / G, [&](int64_t i0, int64_t i1) {  // >= 16 query rows per thread
+      at::parallel_for(0, B * K * T, grain, [&](int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1;) {
           const int64_t bk = i / T, t0 = i % T, n = std::min(T - t0, i1 - i), b = bk / K, kvh = bk % K;
           const int64_t row0 = (b * T + t0) * H + kvh * G;  // query row (b, t0, kvh * G)

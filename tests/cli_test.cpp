@@ -268,10 +268,10 @@ TEST(Cli, EnvJsonHasTheFacts) {
   EXPECT_EQ(j["threads"], 1);
   EXPECT_GE(j["logical_cpus"].get<int>(), 1);
   // The test runs the executable without OMP_WAIT_POLICY / GOMP_SPINCOUNT unless the caller set
-  // them: then main() re-executed itself with GOMP_SPINCOUNT=1000.
+  // them: then main() re-executed itself with GOMP_SPINCOUNT=3000.
   const bool user_wait = std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr;
   if (!user_wait)
-    EXPECT_EQ(j["omp_wait_policy"], "spin 1000 then sleep (ears-bench default: GOMP_SPINCOUNT=1000)") << r.out;
+    EXPECT_EQ(j["omp_wait_policy"], "spin 3000 then sleep (ears-bench default: GOMP_SPINCOUNT=3000)") << r.out;
   // A policy or spin count the user sets is kept (the child inherits this process's environment).
   if (!user_wait) {
     ::setenv("OMP_WAIT_POLICY", "ACTIVE", 1);

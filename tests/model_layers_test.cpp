@@ -32,6 +32,39 @@ using ears::test::to_tensor;
 using ears::test::model_test::load_error;
 
 // ---------------------------------------------------------------------------------------------
+// KV cache: each new row lands at (b, KV head, len_b + t), uniform or ragged lengths, from a
+// strided head view (the fused qkv's k) on the memcpy path or a dtype-converting one on ATen's.
+
+TEST(KVCacheWrite, RowsLandAtEachSequencesLengthFromAnyView) {
+  for (const at::ScalarType dt : {at::kBFloat16, at::kFloat}) {
+    for (const at::ScalarType src_dt : {dt, at::kDouble}) {  // kDouble: converted, ATen's copy
+      const int64_t B = 3, K = 2, L = 8, hd = 4, T = 2;
+      KVCache cache(2, B, K, L, hd, dt, at::kCPU);
+      cache.commit(cache.prepare_append(3));
+      cache.set_lengths({3, 1, 2});
+      for (const bool ragged : {true, false}) {
+        if (!ragged) cache.set_lengths({1, 1, 1});
+        const std::vector<int64_t> len = cache.lengths();
+        // k and v as head views of one [B, T, 3K, hd] projection, like the fused qkv.
+        const at::Tensor proj = at::randn({B, T, 3 * K, hd}, at::TensorOptions().dtype(src_dt));
+        const at::Tensor k = proj.narrow(2, K, K), v = proj.narrow(2, 2 * K, K);
+        const auto plan = cache.prepare_append(T);
+        cache.write(1, plan, k, v);
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t h = 0; h < K; ++h)
+            for (int64_t t = 0; t < T; ++t) {
+              const int64_t pos = len[static_cast<size_t>(b)] + t;
+              EXPECT_TRUE(at::equal(cache.k(1)[b][h][pos], k[b][t][h].to(dt))) << b << h << t << ragged;
+              EXPECT_TRUE(at::equal(cache.v(1)[b][h][pos], v[b][t][h].to(dt))) << b << h << t << ragged;
+            }
+        EXPECT_EQ(cache.k(0).abs().sum().item<double>(), 0.0) << "layer 0 untouched";
+        cache.commit(plan);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // layers: RoPE scaling variants and attention against a naive repeat_kv reference
 
 TEST(Layers, RopeInvFreqVariants) {

@@ -44,14 +44,14 @@ bool user_set_wait() { return std::getenv("OMP_WAIT_POLICY") != nullptr || std::
 // Runs before the C++ runtime and libc's initialiser: no allocation, no setenv, C calls only.
 void omp_wait_preinit(int, char** argv, char** envp) {
   static_assert(std::string_view(kOmpWaitMarker) == "EARS_BENCH_OMP_WAIT");
-  static_assert(std::string_view(kSpinCount) == "1000");
+  static_assert(std::string_view(kSpinCount) == "3000");
   if (envp == nullptr || !wait_unset(envp)) return;
   std::size_t n = 0;
   while (envp[n] != nullptr) ++n;
   if (n > 4096) return;  // main()'s fallback handles it
   static char* env[4096 + 3];
   std::memcpy(env, envp, n * sizeof(char*));
-  static char spin[] = "GOMP_SPINCOUNT=1000", marker[] = "EARS_BENCH_OMP_WAIT=1";
+  static char spin[] = "GOMP_SPINCOUNT=3000", marker[] = "EARS_BENCH_OMP_WAIT=1";
   env[n] = spin;
   env[n + 1] = marker;
   env[n + 2] = nullptr;

@@ -14,15 +14,21 @@ class CausalLM;
 // Set to "1" when ears-bench itself set GOMP_SPINCOUNT; "exec-failed" when the fallback re-exec
 // failed (the process then runs with libgomp's default).
 inline constexpr const char* kOmpWaitMarker = "EARS_BENCH_OMP_WAIT";
-// ears-bench's default GOMP_SPINCOUNT: idle OpenMP workers spin ~10 us (libgomp counts ~100000
-// spins per ms), then sleep. Decode forks ~100 parallel regions per token, a few to a few hundred
-// microseconds apart. Measured (Zen 4, 2 vCPUs, 100M bf16 Qwen3, avx2 path, 1-token decode):
-//   spin count        quiet     one core busy (`yes`)
-//   0 (PASSIVE)       10.1 ms   11.3 ms   (every fork waits for a sleeping worker to wake)
-//   1000              8.2 ms    14.5 ms
-//   10000             8.6 ms    35.8 ms
-//   300000 (default)  8.6 ms    ~80 ms    (workers spin through the busy core's time slices)
-inline constexpr const char* kSpinCount = "1000";
+// ears-bench's default GOMP_SPINCOUNT: idle OpenMP workers spin ~30 us (a `pause` is ~10 ns on
+// both CPUs below: 1000 spins 10 us), then sleep. Decode forks 5 parallel regions per layer, a
+// few to a few tens of microseconds apart (the serial work between two linears), and a sleeping
+// worker costs the next fork 35-65 us to wake on these VMs. 2-thread 1-token decode, bf16:
+//   spin count        Zen 4, 100M, avx2        Xeon (AMX), 100M, amx    Xeon, 503M (> L3), amx
+//                     quiet   one core busy    quiet   one core busy    quiet
+//   0 (PASSIVE)       10.1    11.3 ms          12.8 ms                  -
+//   1000              8.2     14.5             11.5    18.3             65.5 ms
+//   3000              -       -                7.9     20.2             43.8
+//   5000              -       -                7.8     22.9             43.5
+//   10000             8.6     35.8             -       28.8             -
+//   300000 (libgomp)  8.6     ~80              -       -                -
+// ("one core busy": `yes` holding a core, --threads 2 forced; the default --threads 0 takes the
+// CPUs idle at start-up, 1 there, which no spin count touches.)
+inline constexpr const char* kSpinCount = "3000";
 
 // libgomp reads OMP_WAIT_POLICY / GOMP_SPINCOUNT once, in its constructor, before main(). A
 // user's OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept. When both and the marker are unset, the
@@ -37,7 +43,7 @@ inline constexpr const char* kSpinCount = "1000";
 void omp_wait_preinit(int argc, char** argv, char** envp);
 void default_omp_wait(char** argv);
 
-// "spin 1000 then sleep (ears-bench default: GOMP_SPINCOUNT=1000)", "OMP_WAIT_POLICY=ACTIVE (set
+// "spin 3000 then sleep (ears-bench default: GOMP_SPINCOUNT=3000)", "OMP_WAIT_POLICY=ACTIVE (set
 // by the user)", or "unset: libgomp default (spin 300000, then sleep)".
 std::string omp_wait_policy();
 
