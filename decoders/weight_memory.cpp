@@ -99,6 +99,12 @@ at::Tensor empty(int64_t numel, c10::ScalarType dtype) {
   return at::from_blob(p, {numel}, release, at::TensorOptions().dtype(dtype));
 }
 
+at::Tensor empty_like_weights(int64_t numel, c10::ScalarType dtype) {
+  auto region = std::make_shared<Region>(static_cast<size_t>(numel) * c10::elementSize(dtype));
+  void* p = region->base;
+  return at::from_blob(p, {numel}, [region](void*) {}, at::TensorOptions().dtype(dtype));
+}
+
 std::string pages_summary() {
   const std::string mode = thp_mode();
   const int64_t carved = arena().live;

@@ -22,6 +22,11 @@ namespace weight_memory {
 // huge-page region. The region lives while any tensor carved from it does.
 at::Tensor empty(int64_t numel, c10::ScalarType dtype);
 
+// The same pages in a mapping of its own, not counted as weights (pages_summary): for buffers
+// that must be read as the weights are (the bandwidth probe, harness/bench/probe.h). Unmapped
+// when the tensor goes.
+at::Tensor empty_like_weights(int64_t numel, c10::ScalarType dtype);
+
 // What the weights got, for the reports (harness/run/environment.h), e.g. "2 MiB pages: 191 of
 // 191 MiB (THP madvise)" or "4 KiB pages: 191 MiB (THP never)" — the huge-page bytes are the
 // process's AnonHugePages (/proc/self/smaps_rollup), capped at the bytes of the live tensors
