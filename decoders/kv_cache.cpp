@@ -132,8 +132,9 @@ KVCache::Append KVCache::prepare_append(int64_t T) const {
 }
 
 // A CPU cache takes its new rows by memcpy, one head_dim row per (b, KV head, t) at len_b + t: the
-// ATen copy_ / index_copy_ it replaces cost 5-7 us a call, twice per layer, more than the rest of
-// a 1-token step's serial work between two linears but attention (Intel Xeon, LibTorch 1.13).
+// ATen narrow + copy_ (index_copy_ when ragged) it replaces cost 12.7 us per layer of a 1-token
+// decode, K and V (Intel Xeon, LibTorch 1.13), the longest serial stretch between two linears
+// after attention; this takes ~1.
 bool KVCache::write_host(int64_t layer, const Append& plan, const at::Tensor& k_new, const at::Tensor& v_new) {
   if (!storage_.device().is_cpu() || !storage_.is_contiguous()) return false;
   for (const at::Tensor* x : {&k_new, &v_new})

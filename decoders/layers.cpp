@@ -33,9 +33,9 @@ namespace {
 constexpr int64_t kRowDotMaxRows = 8;
 constexpr int64_t kAttentionMaxTokens = 16;
 // Attention splits its (b, KV head, t) items over the threads when each thread gets at least this
-// many query-row x key x head_dim products (~10-20 us of work): a 1-token decode's 8 KV heads x
-// 2 query rows x 129 keys x 128 split in two, which took 26 us on one thread between the qkv and
-// o linears (Intel Xeon, 100M Qwen3), while the other thread's OpenMP worker waited.
+// many query-row x key x head_dim products (~10-20 us of work): a 1-token decode of the 100M
+// bench model (4 KV heads x 3 query rows x 129 keys x 64) splits in two, 20 -> 14 us per layer
+// (Intel Xeon), where it had run on one thread while the other's OpenMP worker waited.
 constexpr int64_t kAttentionForkWork = 32 * 1024;
 
 // The query rows of one sequence that share a KV head (cpu_avx2.h's attend_rows contract), one
@@ -105,7 +105,7 @@ int64_t token_stride(const at::Tensor& x) {
 // Splits `rows` rows of `row_elems` elements (RMSNorm, RoPE, SwiGLU) over LibTorch's threads, at
 // least kRowGrain elements per thread; fewer run on the calling thread. A 16-sequence decode step's
 // element-wise rows ran serially between the parallel linears, long enough (10-40 us) for the idle
-// OpenMP worker to go to sleep (GOMP_SPINCOUNT=1000 then, harness/run/environment.h) and need waking at
+// OpenMP worker to go to sleep (at the then GOMP_SPINCOUNT=1000, harness/run/environment.h) and need waking at
 // the next linear; split, the step was 0.5-1.5 ms faster and the 6-token verify ~0.5 ms (Zen 4,
 // `avx2`, 100M model; docs/performance.md, "2026-11-25, fourteenth session"). A 1-token decode's
 // rows stay serial.
