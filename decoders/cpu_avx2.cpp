@@ -79,7 +79,8 @@ EARS_AVX2 inline float hsum(__m256 v) {
 
 // ---- bf16 linear over the VNNI pair layout ---------------------------------------------------
 // NQ groups of 8 outputs (q0 .. q0+NQ-1 of a 32-row block: group q = half q / 2, outputs
-// (q % 2) * 8 .. +7 of that half) against MB rows of x (already fp32, zero-padded to Kp columns):
+// (q % 2) * 8 .. +7 of that half) against the MB rows of one row tile of x (already fp32, k-major:
+// element (k, m) at xt[k * MB + m], zero-padded to Kp columns):
 // out[m * 32 + q * 8 + l] = sum_k x[m, k] w[q * 8 + l, k], FMA in k order (see the header) —
 // the same sequence for every MB and NQ. Register budget (16 ymm): NQ weight vectors + 1
 // broadcast + MB * NQ accumulators; 1 or 2 rows take the whole block (NQ 4: 4 or 8 independent
@@ -103,39 +104,58 @@ struct Prefetch {
 // burst was up to 9 % faster. (On Zen 4 the burst had measured 1.02-1.07 x faster at 1 row.) A
 // burst of 16-32 line prefetches holds an Intel core's line-fill buffers (a prefetcht1 takes one)
 // and stalls the loads behind it.
-template <int MB, int NQ, bool kSpread>
-EARS_AVX2 void block_bf16(const float* xf, int64_t ldxf, const uint16_t* wb, int64_t kchunks, int q0, Prefetch pf,
-                          float* out) {
+
+// One step p of a chunk: the pair (2p, 2p + 1) of its k for every row and output group.
+template <int MB, int NQ, int q0, bool kSpread>
+EARS_AVX2 __attribute__((always_inline)) inline void step_bf16(__m256 (&acc)[MB][NQ], const uint16_t* wk,
+                                                               const float* xc, const char* ahead, int lines, int p) {
+  if (kSpread) {
+    if (p < lines) _mm_prefetch(ahead + p * 64, _MM_HINT_T1);
+    if (p + 16 < lines) _mm_prefetch(ahead + (p + 16) * 64, _MM_HINT_T1);
+  }
+  const __m256i odd_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  // Even k of the pair for every (m, q), then odd k: each accumulator still sees even then odd,
+  // but only NQ weight vectors are live, which leaves room for 12 accumulators (MB 6 x NQ 2):
+  // enough independent chains to keep both FMA pipes busy (3-row tiles were bound by the FMA
+  // latency, ~38 GMAC/s per thread).
+  for (int odd = 0; odd < 2; ++odd) {
+    __m256 w[NQ];
+    for (int q = 0; q < NQ; ++q) {
+      const int g = q0 + q;
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wk + (g >> 1) * 512 + p * 32 + (g & 1) * 16));
+      w[q] = _mm256_castsi256_ps(odd ? _mm256_and_si256(v, odd_mask) : _mm256_slli_epi32(v, 16));
+    }
+    for (int m = 0; m < MB; ++m) {
+      const __m256 xb = _mm256_broadcast_ss(xc + (2 * p + odd) * MB + m);
+      for (int q = 0; q < NQ; ++q) acc[m][q] = _mm256_fmadd_ps(xb, w[q], acc[m][q]);
+    }
+  }
+}
+
+// Multi-row tiles unroll the 16 steps of a chunk, and x is k-major per tile, so every load of a
+// step is a constant offset from one weight and one x pointer: the loop used to advance a pointer
+// per row and run a prefetch loop per step, ~20 scalar uops beside 24 FMAs (on Intel the scalar
+// ALUs share ports 0 and 1 with the FMAs, and fewer uops per step let the reorder window hold more
+// of the spread prefetches). Intel Xeon masked to avx2, `bench linear`, 2 threads: 6 rows hot (32
+// MB of weights, in L3) 77 -> 97 GMAC/s; streaming 1 GB, 6 rows 51-52 -> 48 ms, 16 rows 88 -> 80
+// ms. 1 and 2 rows keep the rolled loop (unrolled, they streamed 15-30 % slower).
+template <int MB, int NQ, int q0, bool kSpread>
+EARS_AVX2 void block_bf16(const float* xt, const uint16_t* wb, int64_t kchunks, Prefetch pf, float* out) {
   __m256 acc[MB][NQ];
   for (int m = 0; m < MB; ++m)
     for (int q = 0; q < NQ; ++q) acc[m][q] = _mm256_setzero_ps();
-  const __m256i odd_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  const int lines = pf.line1 - pf.line0;
   for (int64_t kc = 0; kc < kchunks; ++kc) {
     const uint16_t* wk = wb + kc * 1024;
+    const char* ahead = reinterpret_cast<const char*>(pf.ahead + kc * 1024 + pf.line0 * 32);
+    const float* xc = xt + kc * 32 * MB;
     if (!kSpread)
-      for (int line = pf.line0; line < pf.line1; ++line)
-        _mm_prefetch(reinterpret_cast<const char*>(pf.ahead + kc * 1024 + line * 32), _MM_HINT_T1);
-    for (int p = 0; p < 16; ++p) {
-      if (kSpread)
-        for (int line = pf.line0 + p; line < pf.line1; line += 16)
-          _mm_prefetch(reinterpret_cast<const char*>(pf.ahead + kc * 1024 + line * 32), _MM_HINT_T1);
-      // Even k of the pair for every (m, q), then odd k: each accumulator still sees even then
-      // odd, but only NQ weight vectors are live, which leaves room for 12 accumulators (MB 6 x
-      // NQ 2): enough independent chains to keep both FMA pipes busy (3-row tiles were bound by
-      // the FMA latency, ~38 GMAC/s per thread).
-      const float* xk = xf + kc * 32 + 2 * p;
-      for (int odd = 0; odd < 2; ++odd) {
-        __m256 w[NQ];
-        for (int q = 0; q < NQ; ++q) {
-          const int g = q0 + q;
-          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wk + (g >> 1) * 512 + p * 32 + (g & 1) * 16));
-          w[q] = _mm256_castsi256_ps(odd ? _mm256_and_si256(v, odd_mask) : _mm256_slli_epi32(v, 16));
-        }
-        for (int m = 0; m < MB; ++m) {
-          const __m256 xb = _mm256_broadcast_ss(xk + m * ldxf + odd);
-          for (int q = 0; q < NQ; ++q) acc[m][q] = _mm256_fmadd_ps(xb, w[q], acc[m][q]);
-        }
-      }
+      for (int line = 0; line < lines; ++line) _mm_prefetch(ahead + line * 64, _MM_HINT_T1);
+    if (NQ == 4) {  // 1 or 2 rows: the weight stream, not the loop, sets the pace
+      for (int p = 0; p < 16; ++p) step_bf16<MB, NQ, q0, kSpread>(acc, wk, xc, ahead, lines, p);
+    } else {
+#pragma GCC unroll 16
+      for (int p = 0; p < 16; ++p) step_bf16<MB, NQ, q0, kSpread>(acc, wk, xc, ahead, lines, p);
     }
   }
   for (int m = 0; m < MB; ++m)
@@ -210,17 +230,25 @@ struct RowTiles {
 
 // A row tile's half-block pass. (RowTiles never makes a tile below 3 rows from 3 or more; 1 and
 // 2 keep the switch whole.)
-template <bool kSpread>
-EARS_AVX2 void tile_bf16(int rows, const float* xm, int64_t Kp, const uint16_t* wb, int64_t kchunks, int q0,
-                         Prefetch pf, float* out) {
+template <int q0, bool kSpread>
+EARS_AVX2 void tile_bf16(int rows, const float* xt, const uint16_t* wb, int64_t kchunks, Prefetch pf, float* out) {
   switch (rows) {
-    case 1: block_bf16<1, 2, kSpread>(xm, Kp, wb, kchunks, q0, pf, out); break;
-    case 2: block_bf16<2, 2, kSpread>(xm, Kp, wb, kchunks, q0, pf, out); break;
-    case 3: block_bf16<3, 2, kSpread>(xm, Kp, wb, kchunks, q0, pf, out); break;
-    case 4: block_bf16<4, 2, kSpread>(xm, Kp, wb, kchunks, q0, pf, out); break;
-    case 5: block_bf16<5, 2, kSpread>(xm, Kp, wb, kchunks, q0, pf, out); break;
-    default: block_bf16<6, 2, kSpread>(xm, Kp, wb, kchunks, q0, pf, out); break;
+    case 1: block_bf16<1, 2, q0, kSpread>(xt, wb, kchunks, pf, out); break;
+    case 2: block_bf16<2, 2, q0, kSpread>(xt, wb, kchunks, pf, out); break;
+    case 3: block_bf16<3, 2, q0, kSpread>(xt, wb, kchunks, pf, out); break;
+    case 4: block_bf16<4, 2, q0, kSpread>(xt, wb, kchunks, pf, out); break;
+    case 5: block_bf16<5, 2, q0, kSpread>(xt, wb, kchunks, pf, out); break;
+    default: block_bf16<6, 2, q0, kSpread>(xt, wb, kchunks, pf, out); break;
   }
+}
+// Both half-block passes of a row tile (passes pass0 and pass0 + 1 of `passes`).
+template <bool kSpread>
+EARS_AVX2 void tile_passes_bf16(int rows, const float* xt, const uint16_t* wb, int64_t kchunks, int pass0,
+                                int passes, float* out) {
+  const uint16_t* next = wb + kchunks * 1024;
+  tile_bf16<0, kSpread>(rows, xt, wb, kchunks, Prefetch{next, pass0 * 32 / passes, (pass0 + 1) * 32 / passes}, out);
+  tile_bf16<2, kSpread>(rows, xt, wb, kchunks, Prefetch{next, (pass0 + 1) * 32 / passes, (pass0 + 2) * 32 / passes},
+                        out);
 }
 // Calls of up to this many row tiles (12 rows) spread their prefetches (kSpread above); 16 rows
 // (3 tiles, 6 passes of 5-6 lines per chunk) keep the burst.
@@ -231,11 +259,19 @@ constexpr int64_t kSpreadTiles = 2;
 EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* packed, int64_t N, int64_t K,
                          const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t nb0, int64_t nb1) {
   const int64_t kchunks = (K + 31) / 32, Kp = kchunks * 32;
-  // x widened to fp32 once per call, zero-padded to Kp (the packed weight's padding is zero too).
+  // 1 or 2 rows are one tile; more go in RowTiles (6 rows as one tile, 16 as 6 + 5 + 5).
+  const RowTiles tiles(M <= 2 ? 1 : M);
+  const int64_t n_tiles = M <= 2 ? 1 : tiles.n;
+  auto tile_rows = [&](int64_t t) { return M <= 2 ? static_cast<int>(M) : tiles.rows(t); };
+  // x widened to fp32 once per call, k-major within each row tile (tile t of rows [m0, m0 + r)
+  // at xf[m0 * Kp + k * r + (m - m0)]), zero-padded to Kp (the packed weight's padding is zero too).
   thread_local std::vector<float> xf;
   xf.assign(static_cast<size_t>(M * Kp), 0.0f);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t k = 0; k < K; ++k) xf[static_cast<size_t>(m * Kp + k)] = from_bf16(x[m * ldx + k]);
+  for (int64_t t = 0, m0 = 0; t < n_tiles; m0 += tile_rows(t), ++t) {
+    const int r = tile_rows(t);
+    for (int m = 0; m < r; ++m)
+      for (int64_t k = 0; k < K; ++k) xf[static_cast<size_t>(m0 * Kp + k * r + m)] = from_bf16(x[(m0 + m) * ldx + k]);
+  }
   alignas(32) float out[6 * 32];
   // Weight block outer, rows inner: each 32-row block is streamed from memory once per call.
   for (int64_t nb = nb0; nb < nb1; ++nb) {
@@ -244,33 +280,28 @@ EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16
     if (M <= 2) {  // one pass, every line kPrefetchChunks ahead
       const Prefetch pf{wb + kPrefetchChunks * 1024, 0, 32};
       if (M == 1) {
-        block_bf16<1, 4, true>(xf.data(), Kp, wb, kchunks, 0, pf, out);
+        block_bf16<1, 4, 0, true>(xf.data(), wb, kchunks, pf, out);
       } else {
-        block_bf16<2, 4, true>(xf.data(), Kp, wb, kchunks, 0, pf, out);
+        block_bf16<2, 4, 0, true>(xf.data(), wb, kchunks, pf, out);
       }
       store_block(out, static_cast<int>(M), nb * 32, cols, bias, y, ldy);
       continue;
     }
-    // Row tiles (RowTiles: 6 rows as one tile, 16 as 6 + 5 + 5), each in two
-    // half-block passes (the block, 48 KiB at K = 768, stays in L2 across them). Every pass
-    // prefetches its share of the next block's lines, so the stream keeps flowing through the
-    // whole block's arithmetic, not only its first pass (and the range's first block up front).
-    const RowTiles tiles(M);
+    // Each row tile in two half-block passes (the block, 48 KiB at K = 768, stays in L2 across
+    // them). Every pass prefetches its share of the next block's lines, so the stream keeps
+    // flowing through the whole block's arithmetic, not only its first pass (and the range's
+    // first block up front).
     const int passes = static_cast<int>(tiles.n) * 2;
     if (nb == nb0)
       for (int64_t line = 0; line < kchunks * 32; ++line)
         _mm_prefetch(reinterpret_cast<const char*>(wb + line * 32), _MM_HINT_T1);
-    int pass = 0;
     for (int64_t t = 0, m0 = 0; t < tiles.n; m0 += tiles.rows(t), ++t) {
-      const float* xm = xf.data() + m0 * Kp;
+      const float* xt = xf.data() + m0 * Kp;
       const int rows = tiles.rows(t);
-      for (int q0 = 0; q0 < 4; q0 += 2, ++pass) {
-        const Prefetch pf{wb + kchunks * 1024, pass * 32 / passes, (pass + 1) * 32 / passes};
-        if (tiles.n <= kSpreadTiles) {
-          tile_bf16<true>(rows, xm, Kp, wb, kchunks, q0, pf, out);
-        } else {
-          tile_bf16<false>(rows, xm, Kp, wb, kchunks, q0, pf, out);
-        }
+      if (tiles.n <= kSpreadTiles) {
+        tile_passes_bf16<true>(rows, xt, wb, kchunks, static_cast<int>(2 * t), passes, out);
+      } else {
+        tile_passes_bf16<false>(rows, xt, wb, kchunks, static_cast<int>(2 * t), passes, out);
       }
       store_block(out, rows, nb * 32, cols, bias, y + m0 * ldy, ldy);
     }
