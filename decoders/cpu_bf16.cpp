@@ -405,7 +405,7 @@ EARS_AMX void amx_gemm(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t
         // The packed weight is one contiguous stream (the L2 streamer follows it on its own: with no
         // software prefetch the 1-row call ran as fast as with the old one). The next 2 KiB chunk
         // goes into L1, a quarter before each tile instruction: on an Intel Xeon (2 threads, 1 GB
-        // of weights, `bench linear`) 1 row 35.4-35.8 -> 30.7-31.2 ms, 6 rows 35.8-36.2 -> 33.4-34.4;
+        // of weights, `bench linear`) 1 row 34.7-37.4 -> 30.4-31.2 ms, 6 rows 35.1-37.6 -> 33.4-34.4;
         // the old burst of 32 lines two chunks ahead held the line-fill buffers, and spread
         // quarters two or four chunks ahead, or into L2 eight ahead, were no faster than it.
         const char* next = reinterpret_cast<const char*>(wb + (kc + 1) * 1024);

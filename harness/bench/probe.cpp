@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <limits>
+#include <string>
 
 #include "decoders/kernel_path.h"
 #include "decoders/runtime.h"
@@ -225,10 +226,13 @@ BandwidthResult measure_bandwidth(const BandwidthOptions& opt) {
       res.read_s = ahead == 0 ? s : std::min(res.read_s, s);
     }
     res.copy_s = best([&] { per_thread_slices(res.bytes, [&](int64_t lo, int64_t n) { std::memcpy(d8 + lo, s8 + lo, n); }); });
+    std::string aheads;
+    for (size_t ahead : kProbeAheads)
+      if (ahead) aheads += fmt::format("{}{}", aheads.empty() ? "" : " or ", ahead >> 10);
     res.method = fmt::format(
-        "{} load stream (the widest vectors this CPU has; the fastest of plain and prefetched 16 or 64 KiB ahead) and "
-        "memcpy, one slice per LibTorch thread",
-        read_stream_kind());
+        "{} load stream (the widest vectors this CPU has; the fastest of plain and prefetched {} KiB ahead) and memcpy, "
+        "one slice per LibTorch thread",
+        read_stream_kind(), aheads);
     if (fold.load() == 42) res.method += " ";  // keeps the reads observable
   } else {
     res.read_s = best([&] { sink = src.sum(); });
