@@ -259,16 +259,13 @@ constexpr int64_t kSpreadTiles = 2;
 EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* packed, int64_t N, int64_t K,
                          const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t nb0, int64_t nb1) {
   const int64_t kchunks = (K + 31) / 32, Kp = kchunks * 32;
-  // 1 or 2 rows are one tile; more go in RowTiles (6 rows as one tile, 16 as 6 + 5 + 5).
-  const RowTiles tiles(M <= 2 ? 1 : M);
-  const int64_t n_tiles = M <= 2 ? 1 : tiles.n;
-  auto tile_rows = [&](int64_t t) { return M <= 2 ? static_cast<int>(M) : tiles.rows(t); };
+  const RowTiles tiles(M);  // 1 or 2 rows are one tile, 6 too; 16 go as 6 + 5 + 5
   // x widened to fp32 once per call, k-major within each row tile (tile t of rows [m0, m0 + r)
   // at xf[m0 * Kp + k * r + (m - m0)]), zero-padded to Kp (the packed weight's padding is zero too).
   thread_local std::vector<float> xf;
   xf.assign(static_cast<size_t>(M * Kp), 0.0f);
-  for (int64_t t = 0, m0 = 0; t < n_tiles; m0 += tile_rows(t), ++t) {
-    const int r = tile_rows(t);
+  for (int64_t t = 0, m0 = 0; t < tiles.n; m0 += tiles.rows(t), ++t) {
+    const int r = tiles.rows(t);
     for (int m = 0; m < r; ++m)
       for (int64_t k = 0; k < K; ++k) xf[static_cast<size_t>(m0 * Kp + k * r + m)] = from_bf16(x[(m0 + m) * ldx + k]);
   }
