@@ -104,7 +104,7 @@ struct Prefetch {
 // burst was up to 9 % faster. (On Zen 4 the burst had measured 1.02-1.07 x faster at 1 row.) A
 // burst of 16-32 line prefetches holds an Intel core's line-fill buffers (a prefetcht1 takes one)
 // and stalls the loads behind it.
-
+//
 // One step p of a chunk: the pair (2p, 2p + 1) of its k for every row and output group.
 template <int MB, int NQ, int q0, bool kSpread>
 EARS_AVX2 __attribute__((always_inline)) inline void step_bf16(__m256 (&acc)[MB][NQ], const uint16_t* wk,

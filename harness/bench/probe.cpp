@@ -85,10 +85,11 @@ const char* read_stream_kind() {
 #endif
 }
 
-uint64_t read_stream_scalar(const uint8_t* p, size_t n) {
+uint64_t read_stream_scalar(const uint8_t* p, size_t n, size_t ahead) {
   uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, w[4];
   size_t i = 0;
   for (; i + 32 <= n; i += 32) {
+    if (ahead && i % 64 == 0) __builtin_prefetch(p + i + ahead, 0, 2);  // read, into L2 (as T1)
     std::memcpy(w, p + i, 32);
     a0 ^= w[0], a1 ^= w[1], a2 ^= w[2], a3 ^= w[3];
   }
@@ -102,7 +103,7 @@ uint64_t read_stream(const uint8_t* p, size_t n, size_t ahead) {
   if (cpu.avx512f) return read_stream_avx512(p, n, ahead);
   if (cpu.avx2) return read_stream_avx2(p, n, ahead);
 #endif
-  return read_stream_scalar(p, n);
+  return read_stream_scalar(p, n, ahead);
 }
 
 // Splits [0, bytes) into one contiguous slice per LibTorch intra-op thread.
