@@ -16,6 +16,23 @@
 namespace ears {
 namespace cpu_avx2 {
 
+int64_t panel_bf16_elems(int64_t N, int64_t K) { return (N + 31) / 32 * 32 * ((K + 31) / 32 * 32); }
+
+static int64_t panel_bf16_index(int64_t n, int64_t k, int64_t Kp) { return (n / 16) * Kp * 16 + k / 2 * 32 + n % 16 * 2 + k % 2; }
+
+void panel_bf16_pack(const uint16_t* w, int64_t N, int64_t K, uint16_t* packed) {
+  const int64_t Kp = (K + 31) / 32 * 32;
+  std::fill(packed, packed + panel_bf16_elems(N, K), uint16_t{0});
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) packed[panel_bf16_index(n, k, Kp)] = w[n * K + k];
+}
+
+void panel_bf16_unpack(const uint16_t* packed, int64_t N, int64_t K, uint16_t* w) {
+  const int64_t Kp = (K + 31) / 32 * 32;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) w[n * K + k] = packed[panel_bf16_index(n, k, Kp)];
+}
+
 int64_t panel_f32_elems(int64_t N, int64_t K) { return (N + 15) / 16 * 16 * K; }
 
 void panel_f32_pack(const float* w, int64_t N, int64_t K, float* packed) {
@@ -77,97 +94,88 @@ EARS_AVX2 inline float hsum(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
 }
 
-// ---- bf16 linear over the VNNI pair layout ---------------------------------------------------
-// NQ groups of 8 outputs (q0 .. q0+NQ-1 of a 32-row block: group q = half q / 2, outputs
-// (q % 2) * 8 .. +7 of that half) against the MB rows of one row tile of x (already fp32, k-major:
-// element (k, m) at xt[k * MB + m], zero-padded to Kp columns):
-// out[m * 32 + q * 8 + l] = sum_k x[m, k] w[q * 8 + l, k], FMA in k order (see the header) —
-// the same sequence for every MB and NQ. Register budget (16 ymm): NQ weight vectors + 1
-// broadcast + MB * NQ accumulators; 1 or 2 rows take the whole block (NQ 4: 4 or 8 independent
-// FMA chains), more rows take half a block (NQ 2) and up to 6 rows.
-// Software prefetch distance of the decode's bf16 stream, in 2 KiB chunks. Into L2 (T1), not L1:
-// with the FMAs between loads the core keeps too few misses in flight on its own, and L1's miss
-// buffers are few. Measured on Zen 4 (1 thread, 196 MB weights): T0 2 chunks ahead 10.3 GB/s,
-// T1 8 chunks 22.4 GB/s, a plain read 25-29 GB/s.
-constexpr int kPrefetchChunks = 8;
+// ---- bf16 linear over 16-output panels ------------------------------------------------------
+// NP (1 or 2) consecutive panels (16 outputs each, the layout in the header; ps elements apart)
+// against the MB rows of one row tile of x (already fp32, k-major: element (k, m) at
+// xt[k * MB + m], zero-padded to Kp columns): out[m * 16 NP + j] = sum_k x[m, k] w[j, k], FMA in
+// k order (see the header) — the same sequence for every MB and NP. A step is the k pair
+// (2p, 2p + 1) of a panel's 16 outputs, one 64-byte line: two loads of 8 outputs x 2 k. Register
+// budget (16 ymm): 2 NP weight vectors + 1 broadcast + MB * 2 NP accumulators (6 rows, 1 panel:
+// 12 independent FMA chains, enough to keep both FMA pipes busy).
+//
+// A panel is one contiguous run and a call's panels follow one another, so a call reads its weight
+// as one sequential stream, which the hardware prefetcher follows with the arithmetic in between.
+// The AMX layout (two 16-output tiles interleaved per 32 k), which this path used to read, made a
+// 6-row tile read every other KiB in two half-block passes; that defeated the hardware
+// prefetcher, and no software prefetch placement recovered it. Intel Xeon masked to
+// avx2, 2 threads, `bench linear` (1 GB): 6 rows 48-50 -> 37-38 ms, 1 row 29.7-30.2 either way.
+// One software prefetch per line this far ahead, into L2, for a single stream (`bench forward`,
+// the 502.9M model, verify 6: into L2 8 KiB ahead 51-53 ms; 16 KiB 52-54, 32 KiB 53-56, into L1
+// 55-56; `bench linear` agreed within its noise).
+constexpr int64_t kPrefetchBytes = 8192;
+// 1 or 2 rows over a weight of at most this many bytes take both panels of a block at once.
+constexpr int64_t kTwoPanelBytes = int64_t{1} << 20;
 
-// What one pass over a block prefetches into L2: lines [line0, line1) of every 2 KiB chunk of
-// the stream at `ahead` (chunk kc of the pass prefetches chunk kc of `ahead`).
-struct Prefetch {
-  const uint16_t* ahead;
-  int line0, line1;
+// Where a pass prefetches into L2: the line `ahead` bytes past each line it reads, in the chunks
+// kc with kc % every == phase.
+struct PanelPrefetch {
+  int64_t ahead;
+  int64_t every, phase;
 };
 
-// kSpread: a chunk's prefetches go out one or two per step (line0 + p, line0 + p + 16, ...), not
-// as a burst at its start. GEMM alone on an Intel Xeon with AMX (2 threads, 1 GB of weights, 2 MiB
-// pages): 1 row 43 -> 31 ms, 6 rows 60 -> 53 ms, 12 rows the same; at 16 rows (compute-bound) the
-// burst was up to 9 % faster. (On Zen 4 the burst had measured 1.02-1.07 x faster at 1 row.) A
-// burst of 16-32 line prefetches holds an Intel core's line-fill buffers (a prefetcht1 takes one)
-// and stalls the loads behind it.
-//
-// One step p of a chunk: the pair (2p, 2p + 1) of its k for every row and output group.
-template <int MB, int NQ, int q0, bool kSpread>
-EARS_AVX2 __attribute__((always_inline)) inline void step_bf16(__m256 (&acc)[MB][NQ], const uint16_t* wk,
-                                                               const float* xc, const char* ahead, int lines, int p) {
-  if (kSpread) {
-    if (p < lines) _mm_prefetch(ahead + p * 64, _MM_HINT_T1);
-    if (p + 16 < lines) _mm_prefetch(ahead + (p + 16) * 64, _MM_HINT_T1);
+template <int MB, int NP>
+EARS_AVX2 __attribute__((always_inline)) inline void step_bf16(__m256 (&acc)[MB][2 * NP], const uint16_t* line,
+                                                               int64_t ps, const float* xp, int64_t ahead) {
+  __m256i v[2 * NP];
+  for (int h = 0; h < NP; ++h) {
+    if (ahead) _mm_prefetch(reinterpret_cast<const char*>(line + h * ps) + ahead, _MM_HINT_T1);
+    v[2 * h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(line + h * ps));
+    v[2 * h + 1] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(line + h * ps + 16));
   }
   const __m256i odd_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
-  // Even k of the pair for every (m, q), then odd k: each accumulator still sees even then odd,
-  // but only NQ weight vectors are live, which leaves room for 12 accumulators (MB 6 x NQ 2):
-  // enough independent chains to keep both FMA pipes busy (3-row tiles were bound by the FMA
-  // latency, ~38 GMAC/s per thread).
+  // Even k of the pair for every row, then odd k.
   for (int odd = 0; odd < 2; ++odd) {
-    __m256 w[NQ];
-    for (int q = 0; q < NQ; ++q) {
-      const int g = q0 + q;
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wk + (g >> 1) * 512 + p * 32 + (g & 1) * 16));
-      w[q] = _mm256_castsi256_ps(odd ? _mm256_and_si256(v, odd_mask) : _mm256_slli_epi32(v, 16));
-    }
+    __m256 w[2 * NP];
+    for (int j = 0; j < 2 * NP; ++j)
+      w[j] = _mm256_castsi256_ps(odd ? _mm256_and_si256(v[j], odd_mask) : _mm256_slli_epi32(v[j], 16));
     for (int m = 0; m < MB; ++m) {
-      const __m256 xb = _mm256_broadcast_ss(xc + (2 * p + odd) * MB + m);
-      for (int q = 0; q < NQ; ++q) acc[m][q] = _mm256_fmadd_ps(xb, w[q], acc[m][q]);
+      const __m256 xb = _mm256_broadcast_ss(xp + odd * MB + m);
+      for (int j = 0; j < 2 * NP; ++j) acc[m][j] = _mm256_fmadd_ps(xb, w[j], acc[m][j]);
     }
   }
 }
 
-// Multi-row tiles unroll the 16 steps of a chunk, and x is k-major per tile, so every load of a
-// step is a constant offset from one weight and one x pointer: the loop used to advance a pointer
-// per row and run a prefetch loop per step, ~20 scalar uops beside 24 FMAs (on Intel the scalar
-// ALUs share ports 0 and 1 with the FMAs, and fewer uops per step let the reorder window hold more
-// of the spread prefetches). Intel Xeon masked to avx2, `bench linear`, 2 threads: 6 rows hot (32
-// MB of weights, in L3) 77 -> 97 GMAC/s; streaming 1 GB, 6 rows 51-52 -> 48 ms, 16 rows 88 -> 80
-// ms. 1 and 2 rows keep the rolled loop (unrolled, they streamed 15-30 % slower).
-template <int MB, int NQ, int q0, bool kSpread>
-EARS_AVX2 void block_bf16(const float* xt, const uint16_t* wb, int64_t kchunks, Prefetch pf, float* out) {
-  __m256 acc[MB][NQ];
+// The 16 steps of a 32-k chunk are unrolled for 3 or more rows, so every load of a step is a
+// constant offset from one weight and one x pointer (a rolled loop spent ~20 scalar uops per step
+// beside 24 FMAs, and on Intel the scalar ALUs share ports 0 and 1 with the FMAs); 1 and 2 rows,
+// paced by the stream, stay rolled (unrolled they streamed 15-30 % slower in the old layout).
+template <int MB, int NP>
+EARS_AVX2 void panel_bf16(const float* xt, const uint16_t* wp, int64_t ps, int64_t kchunks, PanelPrefetch pf,
+                          float* out) {
+  __m256 acc[MB][2 * NP];
   for (int m = 0; m < MB; ++m)
-    for (int q = 0; q < NQ; ++q) acc[m][q] = _mm256_setzero_ps();
-  const int lines = pf.line1 - pf.line0;
+    for (int j = 0; j < 2 * NP; ++j) acc[m][j] = _mm256_setzero_ps();
   for (int64_t kc = 0; kc < kchunks; ++kc) {
-    const uint16_t* wk = wb + kc * 1024;
-    const char* ahead = reinterpret_cast<const char*>(pf.ahead + kc * 1024 + pf.line0 * 32);
+    const uint16_t* wk = wp + kc * 512;
     const float* xc = xt + kc * 32 * MB;
-    if (!kSpread)
-      for (int line = 0; line < lines; ++line) _mm_prefetch(ahead + line * 64, _MM_HINT_T1);
-    if (NQ == 4) {  // 1 or 2 rows: the weight stream, not the loop, sets the pace
-      for (int p = 0; p < 16; ++p) step_bf16<MB, NQ, q0, kSpread>(acc, wk, xc, ahead, lines, p);
+    const int64_t ahead = kc % pf.every == pf.phase ? pf.ahead : 0;
+    if (MB <= 2) {
+      for (int p = 0; p < 16; ++p) step_bf16<MB, NP>(acc, wk + p * 32, ps, xc + 2 * p * MB, ahead);
     } else {
 #pragma GCC unroll 16
-      for (int p = 0; p < 16; ++p) step_bf16<MB, NQ, q0, kSpread>(acc, wk, xc, ahead, lines, p);
+      for (int p = 0; p < 16; ++p) step_bf16<MB, NP>(acc, wk + p * 32, ps, xc + 2 * p * MB, ahead);
     }
   }
   for (int m = 0; m < MB; ++m)
-    for (int q = 0; q < NQ; ++q) _mm256_storeu_ps(out + m * 32 + (q0 + q) * 8, acc[m][q]);
+    for (int j = 0; j < 2 * NP; ++j) _mm256_storeu_ps(out + m * 16 * NP + j * 8, acc[m][j]);
 }
 
-// out rows (MB x 32 fp32) + bias -> y (bf16), cols <= 32 valid outputs starting at n0.
-EARS_AVX2 void store_block(const float* out, int rows, int64_t n0, int64_t cols, const uint16_t* bias, uint16_t* y,
-                           int64_t ldy) {
+// out rows (rows x ldo fp32) + bias -> y (bf16), cols <= ldo valid outputs starting at n0.
+EARS_AVX2 void store_panel(const float* out, int64_t ldo, int rows, int64_t n0, int64_t cols, const uint16_t* bias,
+                           uint16_t* y, int64_t ldy) {
   for (int r = 0; r < rows; ++r)
     for (int64_t j = 0; j < cols; j += 8) {
-      __m256 v = _mm256_loadu_ps(out + r * 32 + j);
+      __m256 v = _mm256_loadu_ps(out + r * ldo + j);
       const int64_t left = std::min<int64_t>(8, cols - j);
       if (bias) v = _mm256_add_ps(v, left == 8 ? load8(bias + n0 + j) : load8_tail(bias + n0 + j, left));
       if (left == 8) {
@@ -228,38 +236,25 @@ struct RowTiles {
   int rows(int64_t t) const { return static_cast<int>(M / n + (t < M % n ? 1 : 0)); }
 };
 
-// A row tile's half-block pass. (RowTiles never makes a tile below 3 rows from 3 or more; 1 and
-// 2 keep the switch whole.)
-template <int q0, bool kSpread>
-EARS_AVX2 void tile_bf16(int rows, const float* xt, const uint16_t* wb, int64_t kchunks, Prefetch pf, float* out) {
+
+// One row tile (1 to 6 rows) against one panel.
+EARS_AVX2 void tile_bf16(int rows, const float* xt, const uint16_t* wp, int64_t kchunks, PanelPrefetch pf, float* out) {
   switch (rows) {
-    case 1: block_bf16<1, 2, q0, kSpread>(xt, wb, kchunks, pf, out); break;
-    case 2: block_bf16<2, 2, q0, kSpread>(xt, wb, kchunks, pf, out); break;
-    case 3: block_bf16<3, 2, q0, kSpread>(xt, wb, kchunks, pf, out); break;
-    case 4: block_bf16<4, 2, q0, kSpread>(xt, wb, kchunks, pf, out); break;
-    case 5: block_bf16<5, 2, q0, kSpread>(xt, wb, kchunks, pf, out); break;
-    default: block_bf16<6, 2, q0, kSpread>(xt, wb, kchunks, pf, out); break;
+    case 1: panel_bf16<1, 1>(xt, wp, 0, kchunks, pf, out); break;
+    case 2: panel_bf16<2, 1>(xt, wp, 0, kchunks, pf, out); break;
+    case 3: panel_bf16<3, 1>(xt, wp, 0, kchunks, pf, out); break;
+    case 4: panel_bf16<4, 1>(xt, wp, 0, kchunks, pf, out); break;
+    case 5: panel_bf16<5, 1>(xt, wp, 0, kchunks, pf, out); break;
+    default: panel_bf16<6, 1>(xt, wp, 0, kchunks, pf, out); break;
   }
 }
-// Both half-block passes of a row tile (passes pass0 and pass0 + 1 of `passes`).
-template <bool kSpread>
-EARS_AVX2 void tile_passes_bf16(int rows, const float* xt, const uint16_t* wb, int64_t kchunks, int pass0,
-                                int passes, float* out) {
-  const uint16_t* next = wb + kchunks * 1024;
-  tile_bf16<0, kSpread>(rows, xt, wb, kchunks, Prefetch{next, pass0 * 32 / passes, (pass0 + 1) * 32 / passes}, out);
-  tile_bf16<2, kSpread>(rows, xt, wb, kchunks, Prefetch{next, (pass0 + 1) * 32 / passes, (pass0 + 2) * 32 / passes},
-                        out);
-}
-// Calls of up to this many row tiles (12 rows) spread their prefetches (kSpread above); 16 rows
-// (3 tiles, 6 passes of 5-6 lines per chunk) keep the burst.
-constexpr int64_t kSpreadTiles = 2;
 
 }  // namespace
 
 EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* packed, int64_t N, int64_t K,
                          const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t nb0, int64_t nb1) {
   const int64_t kchunks = (K + 31) / 32, Kp = kchunks * 32;
-  const RowTiles tiles(M);  // 1 or 2 rows are one tile, 6 too; 16 go as 6 + 5 + 5
+  const RowTiles tiles(M);  // up to 6 rows are one tile; 16 go as 6 + 5 + 5
   // x widened to fp32 once per call, k-major within each row tile (tile t of rows [m0, m0 + r)
   // at xf[m0 * Kp + k * r + (m - m0)]), zero-padded to Kp (the packed weight's padding is zero too).
   thread_local std::vector<float> xf;
@@ -269,38 +264,38 @@ EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16
     for (int m = 0; m < r; ++m)
       for (int64_t k = 0; k < K; ++k) xf[static_cast<size_t>(m0 * Kp + k * r + m)] = from_bf16(x[(m0 + m) * ldx + k]);
   }
+  const int64_t ps = Kp * 16;  // elements per panel
   alignas(32) float out[6 * 32];
-  // Weight block outer, rows inner: each 32-row block is streamed from memory once per call.
-  for (int64_t nb = nb0; nb < nb1; ++nb) {
-    const uint16_t* wb = packed + nb * kchunks * 1024;
-    const int64_t cols = std::min<int64_t>(32, N - nb * 32);
-    if (M <= 2) {  // one pass, every line kPrefetchChunks ahead
-      const Prefetch pf{wb + kPrefetchChunks * 1024, 0, 32};
+  // 1 or 2 rows over a weight that stays in L2 across calls (the bundled models, the draft head):
+  // both panels of a block at once, for 4 or 8 FMA chains (one panel's 2 chains of FMA latency set
+  // the pace there: 1 row, a 2 MiB weight in L2, 2 x slower). Streamed from memory, one panel at a time
+  // reads one stream (two panels, two streams: 1.02-1.07 x slower).
+  if (M <= 2 && panel_bf16_elems(N, K) * 2 <= kTwoPanelBytes) {
+    for (int64_t nb = nb0; nb < nb1; ++nb) {
+      const uint16_t* wp = packed + nb * 2 * ps;
+      const PanelPrefetch pf{kPrefetchBytes, 1, 0};
       if (M == 1) {
-        block_bf16<1, 4, 0, true>(xf.data(), wb, kchunks, pf, out);
+        panel_bf16<1, 2>(xf.data(), wp, ps, kchunks, pf, out);
       } else {
-        block_bf16<2, 4, 0, true>(xf.data(), wb, kchunks, pf, out);
+        panel_bf16<2, 2>(xf.data(), wp, ps, kchunks, pf, out);
       }
-      store_block(out, static_cast<int>(M), nb * 32, cols, bias, y, ldy);
-      continue;
+      store_panel(out, 32, static_cast<int>(M), nb * 32, std::min<int64_t>(32, N - nb * 32), bias, y, ldy);
     }
-    // Each row tile in two half-block passes (the block, 48 KiB at K = 768, stays in L2 across
-    // them). Every pass prefetches its share of the next block's lines, so the stream keeps
-    // flowing through the whole block's arithmetic, not only its first pass (and the range's
-    // first block up front).
-    const int passes = static_cast<int>(tiles.n) * 2;
-    if (nb == nb0)
-      for (int64_t line = 0; line < kchunks * 32; ++line)
-        _mm_prefetch(reinterpret_cast<const char*>(wb + line * 32), _MM_HINT_T1);
+    return;
+  }
+  // Panel outer, row tiles inner: each panel (32 KiB at K = 1024) is streamed from memory once per
+  // call; more row tiles read it again from L1 / L2 while each prefetches its share of the next
+  // panel into L2 (a third of its chunks each at 16 rows), so the stream flows through all of
+  // their arithmetic rather than the first tile's alone.
+  for (int64_t p = 2 * nb0; p < 2 * nb1 && p * 16 < N; ++p) {
+    const uint16_t* wp = packed + p * ps;
+    const int64_t cols = std::min<int64_t>(16, N - p * 16);
     for (int64_t t = 0, m0 = 0; t < tiles.n; m0 += tiles.rows(t), ++t) {
-      const float* xt = xf.data() + m0 * Kp;
       const int rows = tiles.rows(t);
-      if (tiles.n <= kSpreadTiles) {
-        tile_passes_bf16<true>(rows, xt, wb, kchunks, static_cast<int>(2 * t), passes, out);
-      } else {
-        tile_passes_bf16<false>(rows, xt, wb, kchunks, static_cast<int>(2 * t), passes, out);
-      }
-      store_block(out, rows, nb * 32, cols, bias, y + m0 * ldy, ldy);
+      const float* xt = xf.data() + m0 * Kp;
+      const PanelPrefetch pf = tiles.n == 1 ? PanelPrefetch{kPrefetchBytes, 1, 0} : PanelPrefetch{ps * 2, tiles.n, t};
+      tile_bf16(rows, xt, wp, kchunks, pf, out);
+      store_panel(out, 16, rows, p * 16, cols, bias, y + m0 * ldy, ldy);
     }
   }
 }

@@ -57,23 +57,38 @@ struct Bf16RowKernels {
   decltype(&cpu_bf16::rope_rows) rope_rows;
   decltype(&cpu_bf16::attend_row) attend_row;
   decltype(&bf16_attend_rows_by_row) attend_rows;  // the rows sharing one KV head
-  decltype(&cpu_bf16::amx_gemm) packed_gemm;       // over the AMX-packed weight
+  PackedLayout layout;                             // the linear weights' layout, and its
+  decltype(&cpu_bf16::amx_packed_elems) packed_elems;
+  decltype(&cpu_bf16::amx_pack) pack;
+  decltype(&cpu_bf16::amx_gemm) packed_gemm;       // product over it
   int64_t attention_max_tokens;                    // longer prefills take ATen (native bf16 there)
 };
 const Bf16RowKernels* bf16_kernels() {
-  static const Bf16RowKernels amx{cpu_bf16::rms_norm_rows, cpu_bf16::rope_rows, cpu_bf16::attend_row,
-                                  bf16_attend_rows_by_row, cpu_bf16::amx_gemm, kAttentionMaxTokens};
-  static const Bf16RowKernels vnni{cpu_bf16::rms_norm_rows, cpu_bf16::rope_rows, cpu_bf16::attend_row,
-                                   bf16_attend_rows_by_row, cpu_bf16::vnni_gemm, kAttentionMaxTokens};
+  constexpr PackedLayout tiles = PackedLayout::bf16_amx_tiles;
+  static const Bf16RowKernels amx{cpu_bf16::rms_norm_rows, cpu_bf16::rope_rows,        cpu_bf16::attend_row,
+                                  bf16_attend_rows_by_row, tiles,                       cpu_bf16::amx_packed_elems,
+                                  cpu_bf16::amx_pack,      cpu_bf16::amx_gemm,          kAttentionMaxTokens};
+  static const Bf16RowKernels vnni{cpu_bf16::rms_norm_rows, cpu_bf16::rope_rows,        cpu_bf16::attend_row,
+                                   bf16_attend_rows_by_row, tiles,                       cpu_bf16::amx_packed_elems,
+                                   cpu_bf16::amx_pack,      cpu_bf16::vnni_gemm,         kAttentionMaxTokens};
   // ATen's bf16 matmul is emulated on these CPUs: attention takes the kernel at any length.
-  static const Bf16RowKernels avx2{cpu_avx2::rms_norm_rows, cpu_avx2::rope_rows, cpu_avx2::attend_row,
-                                   cpu_avx2::attend_rows, cpu_avx2::gemm_bf16, std::numeric_limits<int64_t>::max()};
+  static const Bf16RowKernels avx2{cpu_avx2::rms_norm_rows,       cpu_avx2::rope_rows,
+                                   cpu_avx2::attend_row,          cpu_avx2::attend_rows,
+                                   PackedLayout::bf16_panels,     cpu_avx2::panel_bf16_elems,
+                                   cpu_avx2::panel_bf16_pack,     cpu_avx2::gemm_bf16,
+                                   std::numeric_limits<int64_t>::max()};
   switch (kernels::path()) {
     case kernels::Path::amx: return &amx;
     case kernels::Path::avx512bf16: return &vnni;
     case kernels::Path::avx2: return &avx2;
     default: return nullptr;
   }
+}
+
+// The layout the bf16 linear of the path in effect reads (none on aten).
+PackedLayout bf16_layout() {
+  const Bf16RowKernels* k = bf16_kernels();
+  return k ? k->layout : PackedLayout::none;
 }
 
 // A bf16 CPU tensor outside autograd, and a kernel path is on: its row kernels may take it.
@@ -244,16 +259,19 @@ LinearWeight prepare_linear(const at::Tensor& w, const at::Tensor& bias) {
   const kernels::Path path = kernels::path();
   const bool cpu_weight = w.device().is_cpu() && !w.requires_grad() && path != kernels::Path::aten;
   if (cpu_weight && w.scalar_type() == at::kBFloat16) {
-    // One layout for amx, avx512bf16 and avx2: the kernel reads the bias as bf16 bits.
+    // In the layout of this path's kernel; it reads the bias as bf16 bits.
+    const Bf16RowKernels& k = *bf16_kernels();
     if (bias.defined()) lw.bias = bias.to(at::kBFloat16).contiguous();
     const at::Tensor dense = w.contiguous();
-    lw.packed = weight_memory::empty(cpu_bf16::amx_packed_elems(lw.out_features, lw.in_features), at::kBFloat16);
-    cpu_bf16::amx_pack(bits(dense), lw.out_features, lw.in_features, bits_mut(lw.packed));
+    lw.packed = weight_memory::empty(k.packed_elems(lw.out_features, lw.in_features), at::kBFloat16);
+    k.pack(bits(dense), lw.out_features, lw.in_features, bits_mut(lw.packed));
+    lw.layout = k.layout;
   } else if (cpu_weight && w.scalar_type() == at::kFloat) {
     if (bias.defined()) lw.bias = bias.to(at::kFloat).contiguous();
     const at::Tensor dense = w.contiguous();
     lw.packed = weight_memory::empty(cpu_avx2::panel_f32_elems(lw.out_features, lw.in_features), at::kFloat);
     cpu_avx2::panel_f32_pack(dense.data_ptr<float>(), lw.out_features, lw.in_features, lw.packed.data_ptr<float>());
+    lw.layout = PackedLayout::f32_panels;
   } else {
     lw.w = w;
   }
@@ -263,10 +281,17 @@ LinearWeight prepare_linear(const at::Tensor& w, const at::Tensor& bias) {
 at::Tensor LinearWeight::dense() const {
   if (!packed.defined()) return w;
   at::Tensor out = at::empty({out_features, in_features}, packed.options());
-  if (packed.scalar_type() == at::kFloat) {
-    cpu_avx2::panel_f32_unpack(packed.data_ptr<float>(), out_features, in_features, out.data_ptr<float>());
-  } else {
-    cpu_bf16::amx_unpack(bits(packed), out_features, in_features, bits_mut(out));
+  switch (layout) {
+    case PackedLayout::f32_panels:
+      cpu_avx2::panel_f32_unpack(packed.data_ptr<float>(), out_features, in_features, out.data_ptr<float>());
+      break;
+    case PackedLayout::bf16_panels:
+      cpu_avx2::panel_bf16_unpack(bits(packed), out_features, in_features, bits_mut(out));
+      break;
+    case PackedLayout::bf16_amx_tiles:
+      cpu_bf16::amx_unpack(bits(packed), out_features, in_features, bits_mut(out));
+      break;
+    case PackedLayout::none: fail("LinearWeight::dense: a packed weight without its layout");
   }
   return out;
 }
@@ -292,7 +317,7 @@ at::Tensor linear(const at::Tensor& x, const LinearWeight& lw) {
   const at::ScalarType wt = lw.packed.scalar_type();
   const bool f32 = wt == at::kFloat;
   const bool kernel = x.device().is_cpu() && x.scalar_type() == wt && !(at::GradMode::is_enabled() && x.requires_grad()) &&
-                      (f32 ? kernels::path() != kernels::Path::aten : bf16_kernels() != nullptr);
+                      (f32 ? kernels::path() != kernels::Path::aten : bf16_layout() == lw.layout);
   if (!kernel)
     return at::linear(x.to(wt), lw.dense(), lw.bias.defined() ? c10::optional<at::Tensor>(lw.bias) : c10::nullopt);
   const int64_t rows = x.numel() / in;
@@ -324,6 +349,7 @@ bool rows_available(c10::ScalarType dtype) {
 }
 
 void linear_rows(const uint16_t* x, int64_t rows, const LinearWeight& lw, uint16_t* y) {
+  if (bf16_layout() != lw.layout) fail("linear_rows: the weight was not packed for the kernel path in effect");
   const int64_t in = lw.in_features, N = lw.out_features;
   const uint16_t* wb = bits(lw.packed);
   const uint16_t* bb = lw.bias.defined() ? bits(lw.bias) : nullptr;

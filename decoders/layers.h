@@ -44,9 +44,14 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bi
 // float32 one into cpu_avx2's 16-column panels; the plain copy is dropped (same memory) and every
 // product runs the path's kernel, row-invariant for any number of rows. On the aten path and on
 // accelerators `w` is kept and linear() is at::linear.
+// How a packed weight's bytes are laid out, i.e. which kernels read it: cpu_bf16's AMX tiles (the
+// amx and avx512bf16 paths), cpu_avx2's bf16 panels (avx2), cpu_avx2's float32 panels (every path).
+enum class PackedLayout { none, bf16_amx_tiles, bf16_panels, f32_panels };
+
 struct LinearWeight {
   at::Tensor w;       // [out, in], undefined when packed
-  at::Tensor packed;  // 1-D: bf16 in cpu_bf16's AMX layout, float32 in cpu_avx2's panels, or undefined
+  at::Tensor packed;  // 1-D in `layout` (packed for the kernel path in effect at load), or undefined
+  PackedLayout layout = PackedLayout::none;
   at::Tensor bias;    // [out] or undefined
   int64_t out_features = 0, in_features = 0;
   at::Tensor dense() const;  // [out, in] (unpacks a packed weight)

@@ -137,29 +137,34 @@ INSTANTIATE_TEST_SUITE_P(Paths, CpuKernels, EARS_KERNEL_PATHS, ears::test::path_
 TEST_P(CpuKernels, Bf16LinearIsRowInvariantForAnyRowCount) {
   if (!kernels_on()) GTEST_SKIP() << "LibTorch's GEMM is not row-invariant (layers::linear works around it for 1 row only)";
   auto gen = at::make_generator<at::CPUGeneratorImpl>(14);
-  // K = 200: six full 32-wide chunks plus a zero-padded tail; N = 301: full 32-row blocks plus a
-  // padded one (164k outputs: a changed summation order shows up in some bf16 rounding);
-  // 40 rows: full and partial row tiles of every kernel.
-  const int64_t K = 200, N = 4099, M = 40;
-  const at::Tensor x = at::randn({M, K}, gen, at::kFloat).to(at::kBFloat16);
-  const at::Tensor w = (at::randn({N, K}, gen, at::kFloat) * 0.1).to(at::kBFloat16);
-  const at::Tensor bias = at::randn({N}, gen, at::kFloat).to(at::kBFloat16);
-  const ears::layers::LinearWeight lw = ears::layers::prepare_linear(w, bias);
-  ASSERT_TRUE(lw.packed.defined());
-  EXPECT_FALSE(lw.w.defined());  // the plain copy is dropped
-  EXPECT_TRUE(at::equal(lw.dense(), w));
-  const at::Tensor all = ears::layers::linear(x, lw);
-  ASSERT_EQ(all.scalar_type(), at::kBFloat16);
-  const at::Tensor ref = at::linear(x.to(at::kFloat), w.to(at::kFloat), bias.to(at::kFloat));
-  // Half a bf16 ulp (2^-8 relative) plus the fp32 summation error of 200 products.
-  const at::Tensor err = (all.to(at::kFloat) - ref).abs();
-  EXPECT_TRUE(err.le(ref.abs() * (1.0 / 256) + 1e-4).all().item<bool>()) << "max error " << err.max().item<float>();
-  for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 33}) {  // tiles of 3 to 6 rows (16: 6 + 5 + 5)
-    const at::Tensor part = ears::layers::linear(x.narrow(0, M - m, m).view({1, m, K}), lw);
-    EXPECT_TRUE(at::equal(part.view({m, N}), all.narrow(0, M - m, m))) << m << " rows round differently";
+  // K = 200: six full 32-wide chunks plus a zero-padded tail; N: full 32-row blocks plus a padded
+  // one; 40 rows: full and partial row tiles of every kernel. N = 4099 (164k outputs: a changed
+  // summation order shows up in some bf16 rounding; 1.8 MB packed: avx2 takes one 16-output panel
+  // at a time at every row count); N = 301 (141 kB: avx2 takes 1 and 2 rows two panels at once,
+  // the last block's second panel all padding).
+  const int64_t K = 200, M = 40;
+  for (const int64_t N : {int64_t{4099}, int64_t{301}}) {
+    SCOPED_TRACE("N = " + std::to_string(N));
+    const at::Tensor x = at::randn({M, K}, gen, at::kFloat).to(at::kBFloat16);
+    const at::Tensor w = (at::randn({N, K}, gen, at::kFloat) * 0.1).to(at::kBFloat16);
+    const at::Tensor bias = at::randn({N}, gen, at::kFloat).to(at::kBFloat16);
+    const ears::layers::LinearWeight lw = ears::layers::prepare_linear(w, bias);
+    ASSERT_TRUE(lw.packed.defined());
+    EXPECT_FALSE(lw.w.defined());  // the plain copy is dropped
+    EXPECT_TRUE(at::equal(lw.dense(), w));
+    const at::Tensor all = ears::layers::linear(x, lw);
+    ASSERT_EQ(all.scalar_type(), at::kBFloat16);
+    const at::Tensor ref = at::linear(x.to(at::kFloat), w.to(at::kFloat), bias.to(at::kFloat));
+    // Half a bf16 ulp (2^-8 relative) plus the fp32 summation error of 200 products.
+    const at::Tensor err = (all.to(at::kFloat) - ref).abs();
+    EXPECT_TRUE(err.le(ref.abs() * (1.0 / 256) + 1e-4).all().item<bool>()) << "max error " << err.max().item<float>();
+    for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 33}) {  // tiles of 3 to 6 rows (16: 6 + 5 + 5)
+      const at::Tensor part = ears::layers::linear(x.narrow(0, M - m, m).view({1, m, K}), lw);
+      EXPECT_TRUE(at::equal(part.view({m, N}), all.narrow(0, M - m, m))) << m << " rows round differently";
+    }
+    for (int64_t r = 0; r < M; ++r)  // every row decoded alone (the decode step's kernel)
+      EXPECT_TRUE(at::equal(ears::layers::linear(x.narrow(0, r, 1), lw), all.narrow(0, r, 1))) << "row " << r << " alone";
   }
-  for (int64_t r = 0; r < M; ++r)  // every row decoded alone (the decode step's kernel)
-    EXPECT_TRUE(at::equal(ears::layers::linear(x.narrow(0, r, 1), lw), all.narrow(0, r, 1))) << "row " << r << " alone";
 }
 
 TEST_P(CpuKernels, Float32LinearIsRowInvariantAndMatchesAten) {
