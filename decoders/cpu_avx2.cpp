@@ -155,10 +155,10 @@ EARS_AVX2 void panel_bf16(const float* xt, const uint16_t* wp, int64_t ps, int64
   __m256 acc[MB][2 * NP];
   for (int m = 0; m < MB; ++m)
     for (int j = 0; j < 2 * NP; ++j) acc[m][j] = _mm256_setzero_ps();
-  for (int64_t kc = 0; kc < kchunks; ++kc) {
+  for (int64_t kc = 0, cycle = 0; kc < kchunks; ++kc, cycle = cycle + 1 == pf.every ? 0 : cycle + 1) {
     const uint16_t* wk = wp + kc * 512;
     const float* xc = xt + kc * 32 * MB;
-    const int64_t ahead = kc % pf.every == pf.phase ? pf.ahead : 0;
+    const int64_t ahead = cycle == pf.phase ? pf.ahead : 0;  // kc % every, without a division per chunk
     if (MB <= 2) {
       for (int p = 0; p < 16; ++p) step_bf16<MB, NP>(acc, wk + p * 32, ps, xc + 2 * p * MB, ahead);
     } else {

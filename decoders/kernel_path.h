@@ -5,8 +5,9 @@
 //   path        needs                         linear weights (packed once at load)
 //   amx         AMX-BF16 + OS tile grant      bf16 VNNI pair tiles, AMX tile multiply
 //   avx512bf16  AVX-512F/BW/VL + AVX512_BF16  same packing, vdpbf16ps
-//   avx2        AVX2 + FMA                    bf16: same packing, widened to f32 in registers
-//                                             (shift), FMA; f32: 16-column panels, FMA
+//   avx2        AVX2 + FMA                    bf16: 16-output panels of k pairs (one sequential
+//                                             stream), widened to f32 in registers (shift), FMA;
+//                                             f32: 16-column panels, FMA
 //   aten        nothing                       plain LibTorch ops (GPUs always take it)
 //
 // The default is the best path the CPU has. EARS_KERNELS=aten|avx2|avx512bf16|amx caps it (to
