@@ -57,10 +57,10 @@ struct Bf16RowKernels {
   decltype(&cpu_bf16::rope_rows) rope_rows;
   decltype(&cpu_bf16::attend_row) attend_row;
   decltype(&bf16_attend_rows_by_row) attend_rows;  // the rows sharing one KV head
-  PackedLayout layout;                             // the linear weights' layout, and its
-  decltype(&cpu_bf16::amx_packed_elems) packed_elems;
-  decltype(&cpu_bf16::amx_pack) pack;
-  decltype(&cpu_bf16::amx_gemm) packed_gemm;       // product over it
+  PackedLayout layout;                             // the layout this path's linear reads:
+  decltype(&cpu_bf16::amx_packed_elems) packed_elems;  // its size,
+  decltype(&cpu_bf16::amx_pack) pack;                  // the packing at load,
+  decltype(&cpu_bf16::amx_gemm) packed_gemm;           // the product over it
   int64_t attention_max_tokens;                    // longer prefills take ATen (native bf16 there)
 };
 const Bf16RowKernels* bf16_kernels() {
