@@ -18,7 +18,9 @@ namespace cpu_avx2 {
 
 int64_t panel_bf16_elems(int64_t N, int64_t K) { return (N + 31) / 32 * 32 * ((K + 31) / 32 * 32); }
 
-static int64_t panel_bf16_index(int64_t n, int64_t k, int64_t Kp) { return (n / 16) * Kp * 16 + k / 2 * 32 + n % 16 * 2 + k % 2; }
+static int64_t panel_bf16_index(int64_t n, int64_t k, int64_t Kp) {
+  return (n / 16) * Kp * 16 + k / 2 * 32 + n % 16 * 2 + k % 2;
+}
 
 void panel_bf16_pack(const uint16_t* w, int64_t N, int64_t K, uint16_t* packed) {
   const int64_t Kp = (K + 31) / 32 * 32;
@@ -235,7 +237,6 @@ struct RowTiles {
   explicit RowTiles(int64_t rows) : M(rows), n((rows + 5) / 6) {}
   int rows(int64_t t) const { return static_cast<int>(M / n + (t < M % n ? 1 : 0)); }
 };
-
 
 // One row tile (1 to 6 rows) against one panel.
 EARS_AVX2 void tile_bf16(int rows, const float* xt, const uint16_t* wp, int64_t kchunks, PanelPrefetch pf, float* out) {
