@@ -16,10 +16,20 @@
 namespace ears {
 namespace cpu_avx2 {
 
-int64_t panel_bf16_elems(int64_t N, int64_t K) { return (N + 31) / 32 * 32 * ((K + 31) / 32 * 32); }
+// The k extent of one block of a panel group (the header's layout): 8 chunks of 32.
+constexpr int64_t kBlockK = 256;
 
+int64_t panel_bf16_elems(int64_t N, int64_t K) {
+  return (N + kPanelGroupRows - 1) / kPanelGroupRows * kPanelGroupRows * ((K + 31) / 32 * 32);
+}
+
+// The header's layout: group n / 64 (64 Kp elements), k block k / 256 (256 x 64 elements, the
+// last one kbl = Kp - 256 kb long), panel (n % 64) / 16 of the block (kbl x 16), k pair, then the
+// 32 elements of the pair: vector j / 8, lane (j % 8) / 4, [4 outputs at k even | 4 at k odd].
 static int64_t panel_bf16_index(int64_t n, int64_t k, int64_t Kp) {
-  return (n / 16) * Kp * 16 + k / 2 * 32 + n % 16 * 2 + k % 2;
+  const int64_t j = n % 16, kb = k / kBlockK, kbl = std::min(kBlockK, Kp - kb * kBlockK);
+  return n / kPanelGroupRows * kPanelGroupRows * Kp + kb * kBlockK * kPanelGroupRows + n % kPanelGroupRows / 16 * kbl * 16 +
+         k % kBlockK / 2 * 32 + j / 4 * 8 + k % 2 * 4 + j % 4;
 }
 
 void panel_bf16_pack(const uint16_t* w, int64_t N, int64_t K, uint16_t* packed) {
@@ -97,49 +107,45 @@ EARS_AVX2 inline float hsum(__m256 v) {
 }
 
 // ---- bf16 linear over 16-output panels ------------------------------------------------------
-// NP (1 or 2) consecutive panels (16 outputs each, the layout in the header; ps elements apart)
-// against the MB rows of one row tile of x (already fp32, k-major: element (k, m) at
-// xt[k * MB + m], zero-padded to Kp columns): out[m * 16 NP + j] = sum_k x[m, k] w[j, k], FMA in
-// k order (see the header) — the same sequence for every MB and NP. A step is the k pair
-// (2p, 2p + 1) of a panel's 16 outputs, one 64-byte line: two loads of 8 outputs x 2 k. Register
-// budget (16 ymm): 2 NP weight vectors + 1 broadcast + MB * 2 NP accumulators (6 rows, 1 panel:
-// 12 independent FMA chains, enough to keep both FMA pipes busy).
+// Row tiles of x (already fp32, k-major within the tile: element (k, m) of an MB-row tile at
+// xt[k * MB + m], zero-padded to Kp columns) against a panel's k block: acc[m * 16 + j] += sum_k
+// x[m, k] w[j, k] over the block, FMA in k order (see the header) — the same sequence for every
+// row count, whatever the blocks and panels around it. A step is the k pair (2p, 2p + 1) of a
+// panel's 16 outputs, one 64-byte line: two 32-byte vectors of 8 outputs whose 128-bit lanes hold
+// [4 outputs at k even | the same 4 at k odd], so vpunpcklwd / vpunpckhwd with zero widen the 8
+// outputs at k even / odd to fp32 exactly (bf16 << 16). On Intel the unpacks take the shuffle
+// port, leaving ports 0 and 1 to the FMAs (a shift and a mask, the previous layout's widening,
+// took 2 of every 26 FMA-port slots at 6 rows).
 //
-// A panel is one contiguous run and a call's panels follow one another, so a call reads its weight
-// as one sequential stream, which the hardware prefetcher follows with the arithmetic in between.
-// The AMX layout (two 16-output tiles interleaved per 32 k), which this path used to read, made a
-// 6-row tile read every other KiB in two half-block passes; that defeated the hardware
-// prefetcher, and no software prefetch placement recovered it. Intel Xeon masked to
-// avx2, 2 threads, `bench linear` (1 GB): 6 rows 48-50 -> 37-38 ms, 1 row 29.7-30.2 either way.
-// One software prefetch per line this far ahead, into L2, for a single stream (`bench forward`,
-// the 502.9M model, verify 6: into L2 8 KiB ahead 51-53 ms; 16 KiB 52-54, 32 KiB 53-56, into L1
-// 55-56; `bench linear` agreed within its noise).
+// A call reads its weight as one sequential stream: group after group, k block after k block, the
+// group's 4 panels of each block one after another — so the block's x (6 KiB at 6 rows) serves 4
+// panels from L1 before the stream moves on (one panel at a time over all of K re-read x from L2
+// once per panel: 6 rows streamed 15 % slower in a standalone loop of the kernel's step).
+// Prefetch (Intel Xeon masked to avx2, 2 threads, 1 GB): 1-2 rows keep pace with one line 8 KiB
+// ahead into L2; 3-6 rows, whose arithmetic takes longer per line, with the line kNearBytes ahead
+// into L1 while the hardware streamer fills L2.
 constexpr int64_t kPrefetchBytes = 8192;
-// 1 or 2 rows over a weight of at most this many bytes take both panels of a block at once.
+constexpr int64_t kNearBytes = 2048;
+// 1 or 2 rows over a weight of at most this many bytes take two panels at once.
 constexpr int64_t kTwoPanelBytes = int64_t{1} << 20;
 
-// Where a pass prefetches into L2: the line `ahead` bytes past each line it reads, in the chunks
-// kc with kc % every == phase.
-struct PanelPrefetch {
-  int64_t ahead;
-  int64_t every, phase;
-};
-
+// 1-2 rows: one step over NP panels (ps elements apart): 2 NP weight vectors + 1 broadcast + MB *
+// 2 NP accumulators; one prefetch per line kPrefetchBytes on into L2.
 template <int MB, int NP>
 EARS_AVX2 __attribute__((always_inline)) inline void step_bf16(__m256 (&acc)[MB][2 * NP], const uint16_t* line,
-                                                               int64_t ps, const float* xp, int64_t ahead) {
+                                                               int64_t ps, const float* xp) {
+  const __m256i zero = _mm256_setzero_si256();
   __m256i v[2 * NP];
   for (int h = 0; h < NP; ++h) {
-    if (ahead) _mm_prefetch(reinterpret_cast<const char*>(line + h * ps) + ahead, _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char*>(line + h * ps) + kPrefetchBytes, _MM_HINT_T1);
     v[2 * h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(line + h * ps));
     v[2 * h + 1] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(line + h * ps + 16));
   }
-  const __m256i odd_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
   // Even k of the pair for every row, then odd k.
   for (int odd = 0; odd < 2; ++odd) {
     __m256 w[2 * NP];
     for (int j = 0; j < 2 * NP; ++j)
-      w[j] = _mm256_castsi256_ps(odd ? _mm256_and_si256(v[j], odd_mask) : _mm256_slli_epi32(v[j], 16));
+      w[j] = _mm256_castsi256_ps(odd ? _mm256_unpackhi_epi16(zero, v[j]) : _mm256_unpacklo_epi16(zero, v[j]));
     for (int m = 0; m < MB; ++m) {
       const __m256 xb = _mm256_broadcast_ss(xp + odd * MB + m);
       for (int j = 0; j < 2 * NP; ++j) acc[m][j] = _mm256_fmadd_ps(xb, w[j], acc[m][j]);
@@ -147,29 +153,128 @@ EARS_AVX2 __attribute__((always_inline)) inline void step_bf16(__m256 (&acc)[MB]
   }
 }
 
-// The 16 steps of a 32-k chunk are unrolled for 3 or more rows, so every load of a step is a
-// constant offset from one weight and one x pointer (a rolled loop spent ~20 scalar uops per step
-// beside 24 FMAs, and on Intel the scalar ALUs share ports 0 and 1 with the FMAs); 1 and 2 rows,
-// paced by the stream, stay rolled (unrolled they streamed 15-30 % slower in the old layout).
+// 1-2 rows, `chunks` chunks of NP panels (w, w + ps) onto acc (panel h's at acc + h * as; the
+// first k block starts from zero instead).
 template <int MB, int NP>
-EARS_AVX2 void panel_bf16(const float* xt, const uint16_t* wp, int64_t ps, int64_t kchunks, PanelPrefetch pf,
-                          float* out) {
-  __m256 acc[MB][2 * NP];
+EARS_AVX2 void panel_bf16(const float* xc, const uint16_t* w, int64_t ps, int64_t chunks, bool first, float* acc,
+                          int64_t as) {
+  __m256 a[MB][2 * NP];
   for (int m = 0; m < MB; ++m)
-    for (int j = 0; j < 2 * NP; ++j) acc[m][j] = _mm256_setzero_ps();
-  for (int64_t kc = 0, cycle = 0; kc < kchunks; ++kc, cycle = cycle + 1 == pf.every ? 0 : cycle + 1) {
-    const uint16_t* wk = wp + kc * 512;
-    const float* xc = xt + kc * 32 * MB;
-    const int64_t ahead = cycle == pf.phase ? pf.ahead : 0;  // kc % every, without a division per chunk
-    if (MB <= 2) {
-      for (int p = 0; p < 16; ++p) step_bf16<MB, NP>(acc, wk + p * 32, ps, xc + 2 * p * MB, ahead);
-    } else {
-#pragma GCC unroll 16
-      for (int p = 0; p < 16; ++p) step_bf16<MB, NP>(acc, wk + p * 32, ps, xc + 2 * p * MB, ahead);
-    }
+    for (int j = 0; j < 2 * NP; ++j)
+      a[m][j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + j / 2 * as + m * 16 + j % 2 * 8);
+  for (int64_t c = 0; c < chunks; ++c)
+    for (int p = 0; p < 16; ++p) step_bf16<MB, NP>(a, w + c * 512 + p * 32, ps, xc + (c * 32 + 2 * p) * MB);
+  for (int m = 0; m < MB; ++m)
+    for (int j = 0; j < 2 * NP; ++j) _mm256_storeu_ps(acc + j / 2 * as + m * 16 + j % 2 * 8, a[m][j]);
+}
+
+// 3 to 6 rows: each 32-k chunk (16 steps) is one asm block, so the registers are as planned — 2 MB
+// accumulators, the zero (ymm12), 2 widened weight vectors (ymm13-14) and 1 broadcast (ymm15): 16
+// at 6 rows — and every load is a constant offset from the weight and x pointers. Written with
+// intrinsics, GCC kept the mask and some accumulators in memory and copied registers around: 16-18
+// cycles per step at 6 rows hot in L2, where this takes 12-14 (12 is the FMA ports' floor for 24
+// FMAs; Intel Xeon masked to avx2).
+#define EARS_ROW(m, a0, a1, X)                   \
+  "vbroadcastss " X "+4*" #m "(%[x]), %%ymm15\n\t" \
+  "vfmadd231ps %%ymm13, %%ymm15, %[" #a0 "]\n\t"   \
+  "vfmadd231ps %%ymm14, %%ymm15, %[" #a1 "]\n\t"
+#define EARS_ROWS3(X) EARS_ROW(0, a0, a1, X) EARS_ROW(1, a2, a3, X) EARS_ROW(2, a4, a5, X)
+#define EARS_ROWS4(X) EARS_ROWS3(X) EARS_ROW(3, a6, a7, X)
+#define EARS_ROWS5(X) EARS_ROWS4(X) EARS_ROW(4, a8, a9, X)
+#define EARS_ROWS6(X) EARS_ROWS5(X) EARS_ROW(5, a10, a11, X)
+// Step p: one prefetch, k even (x at byte 8 MB p of the chunk), k odd (4 MB bytes on).
+#define EARS_STEP(ROWS, p)                               \
+  "prefetcht%c[hint] " #p "*64(%[pf])\n\t"               \
+  "vpunpcklwd " #p "*64(%[w]), %%ymm12, %%ymm13\n\t"     \
+  "vpunpcklwd " #p "*64+32(%[w]), %%ymm12, %%ymm14\n\t"  \
+  ROWS("%c[xs]*" #p)                                     \
+  "vpunpckhwd " #p "*64(%[w]), %%ymm12, %%ymm13\n\t"     \
+  "vpunpckhwd " #p "*64+32(%[w]), %%ymm12, %%ymm14\n\t"  \
+  ROWS("%c[xs]*" #p "+%c[xh]")
+#define EARS_CHUNK(ROWS)                                                                        \
+  "vpxor %%ymm12, %%ymm12, %%ymm12\n\t"                                                          \
+  EARS_STEP(ROWS, 0) EARS_STEP(ROWS, 1) EARS_STEP(ROWS, 2) EARS_STEP(ROWS, 3) EARS_STEP(ROWS, 4) \
+  EARS_STEP(ROWS, 5) EARS_STEP(ROWS, 6) EARS_STEP(ROWS, 7) EARS_STEP(ROWS, 8) EARS_STEP(ROWS, 9) \
+  EARS_STEP(ROWS, 10) EARS_STEP(ROWS, 11) EARS_STEP(ROWS, 12) EARS_STEP(ROWS, 13)                \
+  EARS_STEP(ROWS, 14) EARS_STEP(ROWS, 15)
+#define EARS_ACC6 [a0] "+x"(a[0]), [a1] "+x"(a[1]), [a2] "+x"(a[2]), [a3] "+x"(a[3]), [a4] "+x"(a[4]), [a5] "+x"(a[5])
+#define EARS_ACC8 EARS_ACC6, [a6] "+x"(a[6]), [a7] "+x"(a[7])
+#define EARS_ACC10 EARS_ACC8, [a8] "+x"(a[8]), [a9] "+x"(a[9])
+#define EARS_ACC12 EARS_ACC10, [a10] "+x"(a[10]), [a11] "+x"(a[11])
+// (At 6 rows, 24 in-out operands + 6 = GCC's limit of 30: hence the fixed scratch registers.)
+#define EARS_CHUNK_IO                                                                         \
+  : [w] "r"(w), [x] "r"(x), [pf] "r"(pf), [xs] "i"(8 * MB), [xh] "i"(4 * MB), [hint] "i"(HINT) \
+  : "xmm12", "xmm13", "xmm14", "xmm15", "memory"
+
+// One chunk of MB rows: accumulator a[2 m + j] is row m, outputs 8 j to 8 j + 7; w the chunk's 16
+// lines, x its 32 k of the tile, pf the first of the 16 lines to prefetch (prefetcht<HINT>).
+template <int MB, int HINT>
+EARS_AVX2 __attribute__((always_inline)) inline void chunk_asm(__m256 (&a)[12], const uint16_t* w, const float* x,
+                                                               const char* pf) {
+  if constexpr (MB == 3) {
+    asm(EARS_CHUNK(EARS_ROWS3) : EARS_ACC6 EARS_CHUNK_IO);
+  } else if constexpr (MB == 4) {
+    asm(EARS_CHUNK(EARS_ROWS4) : EARS_ACC8 EARS_CHUNK_IO);
+  } else if constexpr (MB == 5) {
+    asm(EARS_CHUNK(EARS_ROWS5) : EARS_ACC10 EARS_CHUNK_IO);
+  } else {
+    static_assert(MB == 6, "3 to 6 rows");
+    asm(EARS_CHUNK(EARS_ROWS6) : EARS_ACC12 EARS_CHUNK_IO);
   }
-  for (int m = 0; m < MB; ++m)
-    for (int j = 0; j < 2 * NP; ++j) _mm256_storeu_ps(out + m * 16 * NP + j * 8, acc[m][j]);
+}
+#undef EARS_ROW
+#undef EARS_ROWS3
+#undef EARS_ROWS4
+#undef EARS_ROWS5
+#undef EARS_ROWS6
+#undef EARS_STEP
+#undef EARS_CHUNK
+#undef EARS_ACC6
+#undef EARS_ACC8
+#undef EARS_ACC10
+#undef EARS_ACC12
+#undef EARS_CHUNK_IO
+
+// A tile's prefetches: the line kNearBytes on into L1, except that with more tiles than one,
+// tile `phase` of `every` prefetches chunks c with c % every == phase of the stream `ahead` bytes
+// on into L2 instead, so the next block group arrives during all of their arithmetic.
+struct TileShare {
+  int64_t ahead;
+  int64_t every, phase;
+};
+
+// `chunks` chunks of an MB-row tile (x from xc) against one panel's k block w, onto acc (2 MB x
+// 8 fp32: row m, outputs 8 j on, at acc[(2 m + j) * 8]; the first k block starts from zero).
+template <int MB>
+EARS_AVX2 void tile_asm(const float* xc, const uint16_t* w, int64_t chunks, TileShare share, bool first, float* acc) {
+  __m256 a[12];
+#pragma GCC unroll 12
+  for (int i = 0; i < 12; ++i) a[i] = i < 2 * MB && !first ? _mm256_loadu_ps(acc + i * 8) : _mm256_setzero_ps();
+  for (int64_t c = 0, cycle = 0; c < chunks; ++c) {
+    const uint16_t* wc = w + c * 512;
+    const char* line = reinterpret_cast<const char*>(wc);
+    if (share.every > 1 && cycle == share.phase) {  // c % every == phase, without a division per chunk
+      chunk_asm<MB, 1>(a, wc, xc + c * 32 * MB, line + share.ahead);
+    } else {
+      chunk_asm<MB, 0>(a, wc, xc + c * 32 * MB, line + kNearBytes);
+    }
+    cycle = cycle + 1 == share.every ? 0 : cycle + 1;
+  }
+#pragma GCC unroll 12
+  for (int i = 0; i < 2 * MB; ++i) _mm256_storeu_ps(acc + i * 8, a[i]);
+}
+
+// One tile of 1 to 6 rows (1-2: one panel at a time) over one panel's k block.
+EARS_AVX2 void tile_bf16(int rows, const float* xc, const uint16_t* w, int64_t chunks, TileShare share, bool first,
+                         float* acc) {
+  switch (rows) {
+    case 1: panel_bf16<1, 1>(xc, w, 0, chunks, first, acc, 0); break;
+    case 2: panel_bf16<2, 1>(xc, w, 0, chunks, first, acc, 0); break;
+    case 3: tile_asm<3>(xc, w, chunks, share, first, acc); break;
+    case 4: tile_asm<4>(xc, w, chunks, share, first, acc); break;
+    case 5: tile_asm<5>(xc, w, chunks, share, first, acc); break;
+    default: tile_asm<6>(xc, w, chunks, share, first, acc); break;
+  }
 }
 
 // out rows (rows x ldo fp32) + bias -> y (bf16), cols <= ldo valid outputs starting at n0.
@@ -238,22 +343,10 @@ struct RowTiles {
   int rows(int64_t t) const { return static_cast<int>(M / n + (t < M % n ? 1 : 0)); }
 };
 
-// One row tile (1 to 6 rows) against one panel.
-EARS_AVX2 void tile_bf16(int rows, const float* xt, const uint16_t* wp, int64_t kchunks, PanelPrefetch pf, float* out) {
-  switch (rows) {
-    case 1: panel_bf16<1, 1>(xt, wp, 0, kchunks, pf, out); break;
-    case 2: panel_bf16<2, 1>(xt, wp, 0, kchunks, pf, out); break;
-    case 3: panel_bf16<3, 1>(xt, wp, 0, kchunks, pf, out); break;
-    case 4: panel_bf16<4, 1>(xt, wp, 0, kchunks, pf, out); break;
-    case 5: panel_bf16<5, 1>(xt, wp, 0, kchunks, pf, out); break;
-    default: panel_bf16<6, 1>(xt, wp, 0, kchunks, pf, out); break;
-  }
-}
-
 }  // namespace
 
 EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* packed, int64_t N, int64_t K,
-                         const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t nb0, int64_t nb1) {
+                         const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t g0, int64_t g1) {
   const int64_t kchunks = (K + 31) / 32, Kp = kchunks * 32;
   const RowTiles tiles(M);  // up to 6 rows are one tile; 16 go as 6 + 5 + 5
   // x widened to fp32 once per call, k-major within each row tile (tile t of rows [m0, m0 + r)
@@ -265,38 +358,43 @@ EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16
     for (int m = 0; m < r; ++m)
       for (int64_t k = 0; k < K; ++k) xf[static_cast<size_t>(m0 * Kp + k * r + m)] = from_bf16(x[(m0 + m) * ldx + k]);
   }
-  const int64_t ps = Kp * 16;  // elements per panel
-  alignas(32) float out[6 * 32];
   // 1 or 2 rows over a weight that stays in L2 across calls (the bundled models, the draft head):
-  // both panels of a block at once, for 4 or 8 FMA chains (one panel's 2 chains of FMA latency set
-  // the pace there: 1 row, a 2 MiB weight in L2, 2 x slower). Streamed from memory, one panel at a time
-  // reads one stream (two panels, two streams: 1.02-1.07 x slower).
-  if (M <= 2 && panel_bf16_elems(N, K) * 2 <= kTwoPanelBytes) {
-    for (int64_t nb = nb0; nb < nb1; ++nb) {
-      const uint16_t* wp = packed + nb * 2 * ps;
-      const PanelPrefetch pf{kPrefetchBytes, 1, 0};
-      if (M == 1) {
-        panel_bf16<1, 2>(xf.data(), wp, ps, kchunks, pf, out);
-      } else {
-        panel_bf16<2, 2>(xf.data(), wp, ps, kchunks, pf, out);
-      }
-      store_panel(out, 32, static_cast<int>(M), nb * 32, std::min<int64_t>(32, N - nb * 32), bias, y, ldy);
+  // two panels at once, for 4 or 8 FMA chains (one panel's 2 chains of FMA latency set the pace
+  // there: 1 row, a 2 MiB weight in L2, 2 x slower). Streamed, one panel at a time.
+  const int np_step = M <= 2 && panel_bf16_elems(N, K) * 2 <= kTwoPanelBytes ? 2 : 1;
+  constexpr int64_t kPanels = kPanelGroupRows / 16;
+  // Partial sums of panel q of the group, tile t, at acc[(q * tiles.n + t) * 96] (6 rows x 16).
+  thread_local std::vector<float> acc;
+  for (int64_t g = g0; g < g1; ++g) {
+    const int64_t np = std::min(kPanels, (N - g * kPanelGroupRows + 15) / 16);  // panels holding outputs
+    acc.resize(static_cast<size_t>(kPanels * tiles.n * 96));
+    for (int64_t k0 = 0; k0 < Kp; k0 += kBlockK) {
+      const bool first = k0 == 0;
+      const int64_t chunks = std::min(kBlockK, Kp - k0) / 32;
+      const uint16_t* block = packed + g * kPanelGroupRows * Kp + k0 * kPanelGroupRows;
+      const int64_t ps = chunks * 512;  // elements per panel of the block
+      for (int64_t q = 0; q < np; q += np_step)
+        if (np_step == 2) {
+          float* a = acc.data() + q * 96;
+          if (M == 1) {
+            panel_bf16<1, 2>(xf.data() + k0, block + q * ps, ps, chunks, first, a, 96);
+          } else {
+            panel_bf16<2, 2>(xf.data() + k0 * 2, block + q * ps, ps, chunks, first, a, 96);
+          }
+        } else {
+          for (int64_t t = 0, m0 = 0; t < tiles.n; m0 += tiles.rows(t), ++t) {
+            const int rows = tiles.rows(t);
+            const TileShare share{kPanelGroupRows * kBlockK * 2, tiles.n, t};  // one block group on
+            tile_bf16(rows, xf.data() + m0 * Kp + k0 * rows, block + q * ps, chunks, share, first,
+                      acc.data() + (q * tiles.n + t) * 96);
+          }
+        }
     }
-    return;
-  }
-  // Panel outer, row tiles inner: each panel (32 KiB at K = 1024) is streamed from memory once per
-  // call; more row tiles read it again from L1 / L2 while each prefetches its share of the next
-  // panel into L2 (a third of its chunks each at 16 rows), so the stream flows through all of
-  // their arithmetic rather than the first tile's alone.
-  for (int64_t p = 2 * nb0; p < 2 * nb1 && p * 16 < N; ++p) {
-    const uint16_t* wp = packed + p * ps;
-    const int64_t cols = std::min<int64_t>(16, N - p * 16);
-    for (int64_t t = 0, m0 = 0; t < tiles.n; m0 += tiles.rows(t), ++t) {
-      const int rows = tiles.rows(t);
-      const float* xt = xf.data() + m0 * Kp;
-      const PanelPrefetch pf = tiles.n == 1 ? PanelPrefetch{kPrefetchBytes, 1, 0} : PanelPrefetch{ps * 2, tiles.n, t};
-      tile_bf16(rows, xt, wp, kchunks, pf, out);
-      store_panel(out, 16, rows, p * 16, cols, bias, y + m0 * ldy, ldy);
+    for (int64_t q = 0; q < np; ++q) {
+      const int64_t n0 = g * kPanelGroupRows + q * 16;
+      for (int64_t t = 0, m0 = 0; t < tiles.n; m0 += tiles.rows(t), ++t)
+        store_panel(acc.data() + (q * tiles.n + t) * 96, 16, tiles.rows(t), n0, std::min<int64_t>(16, N - n0), bias,
+                    y + m0 * ldy, ldy);
     }
   }
 }

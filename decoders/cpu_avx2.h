@@ -2,8 +2,8 @@
 // Alder Lake, most CI runners): the kernel path "avx2" of decoders/kernel_path.h. Same contracts
 // as decoders/cpu_bf16.h, so decoders/layers.cpp dispatches between them:
 //   - bf16 linear over the weight packed once at load into 16-output panels of k pairs (below):
-//     each 32-byte load holds 8 outputs x 2 k; the even k widen to fp32 by a 16-bit shift, the
-//     odd k by masking the low half (llama.cpp's ggml-cpu widens the same way), then FMA in fp32;
+//     each 32-byte load holds 8 outputs x 2 k, widened to fp32 by interleaving with zeros (bf16
+//     << 16, as llama.cpp's ggml-cpu widens), then FMA in fp32;
 //   - float32 linear over 16-column panels (packed[(n / 16) * K * 16 + k * 16 + n % 16]);
 //   - attention per query row, RMSNorm and RoPE, in bf16 (Hugging Face's bf16 roundings) and
 //     float32; SwiGLU (every CPU kernel path takes this one).
@@ -24,19 +24,24 @@
 namespace ears {
 namespace cpu_avx2 {
 
-// bf16 panels: 16 outputs x Kp (K rounded up to 32) each, in k pairs, N rounded up to 32 (two
-// panels per 32-row block) with zero padding:
-//   packed[(n / 16) * Kp * 16 + (k / 2) * 32 + (n % 16) * 2 + k % 2]
-// so a panel is one contiguous run and the panels of a block range follow one another: every row
-// count reads the weight as one sequential stream. (cpu_bf16's AMX layout interleaves two such
-// tiles per 32 k, which its tile loads want and an AVX2 core's stream does not.)
+// bf16 panels: 16 outputs x Kp (K rounded up to 32) each, in k pairs, N rounded up to a group of
+// kPanelGroupRows (4 panels) with zero padding. A group is stored k block by k block (256 k, the
+// last one Kp - 256 kb long), the group's 4 panels of a block one after another, and within a
+// panel's block the k pairs in order, 32 elements each: output j = n % 16 of pair p at
+//   (j / 4) * 8 + (k % 2) * 4 + j % 4
+// (two 8-output vectors whose 128-bit lanes hold 4 outputs at k even, then the same 4 at k odd:
+// vpunpcklwd / vpunpckhwd with zero widen them). So a call reads its weight as one sequential
+// stream, and the x of a k block serves the group's 4 panels while it is in L1. (cpu_bf16's AMX
+// layout interleaves two 16-output tiles per 32 k, which its tile loads want and an AVX2 core's
+// stream does not.)
+constexpr int64_t kPanelGroupRows = 64;
 int64_t panel_bf16_elems(int64_t N, int64_t K);
 void panel_bf16_pack(const uint16_t* w, int64_t N, int64_t K, uint16_t* packed);
 void panel_bf16_unpack(const uint16_t* packed, int64_t N, int64_t K, uint16_t* w);
 // bf16 linear: y[m * ldy + n] = bf16(sum_k x[m * ldx + k] * w[n, k] + bias[n]) for m < M and the
-// 32-row weight blocks [nb0, nb1) of `packed` (panel_bf16_pack; n < N). bias may be null.
+// kPanelGroupRows-row groups [g0, g1) of `packed` (panel_bf16_pack; n < N). bias may be null.
 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* packed, int64_t N, int64_t K,
-               const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t nb0, int64_t nb1);
+               const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t g0, int64_t g1);
 
 // float32 panels: [ceil(N / 16), K, 16], zero-padded rows.
 int64_t panel_f32_elems(int64_t N, int64_t K);

@@ -60,23 +60,26 @@ struct Bf16RowKernels {
   PackedLayout layout;                             // the layout this path's linear reads:
   decltype(&cpu_bf16::amx_packed_elems) packed_elems;  // its size,
   decltype(&cpu_bf16::amx_pack) pack;                  // the packing at load,
-  decltype(&cpu_bf16::amx_gemm) packed_gemm;           // the product over it
+  decltype(&cpu_bf16::amx_gemm) packed_gemm;           // the product over it,
+  int64_t block_rows;                                  // over ranges of blocks of this many rows
   int64_t attention_max_tokens;                    // longer prefills take ATen (native bf16 there)
 };
 const Bf16RowKernels* bf16_kernels() {
   constexpr PackedLayout tiles = PackedLayout::bf16_amx_tiles;
   static const Bf16RowKernels amx{cpu_bf16::rms_norm_rows, cpu_bf16::rope_rows,        cpu_bf16::attend_row,
                                   bf16_attend_rows_by_row, tiles,                       cpu_bf16::amx_packed_elems,
-                                  cpu_bf16::amx_pack,      cpu_bf16::amx_gemm,          kAttentionMaxTokens};
+                                  cpu_bf16::amx_pack,      cpu_bf16::amx_gemm,          32,
+                                  kAttentionMaxTokens};
   static const Bf16RowKernels vnni{cpu_bf16::rms_norm_rows, cpu_bf16::rope_rows,        cpu_bf16::attend_row,
                                    bf16_attend_rows_by_row, tiles,                       cpu_bf16::amx_packed_elems,
-                                   cpu_bf16::amx_pack,      cpu_bf16::vnni_gemm,         kAttentionMaxTokens};
+                                   cpu_bf16::amx_pack,      cpu_bf16::vnni_gemm,         32,
+                                   kAttentionMaxTokens};
   // ATen's bf16 matmul is emulated on these CPUs: attention takes the kernel at any length.
   static const Bf16RowKernels avx2{cpu_avx2::rms_norm_rows,       cpu_avx2::rope_rows,
                                    cpu_avx2::attend_row,          cpu_avx2::attend_rows,
                                    PackedLayout::bf16_panels,     cpu_avx2::panel_bf16_elems,
                                    cpu_avx2::panel_bf16_pack,     cpu_avx2::gemm_bf16,
-                                   std::numeric_limits<int64_t>::max()};
+                                   cpu_avx2::kPanelGroupRows,     std::numeric_limits<int64_t>::max()};
   switch (kernels::path()) {
     case kernels::Path::amx: return &amx;
     case kernels::Path::avx512bf16: return &vnni;
@@ -337,8 +340,9 @@ at::Tensor linear(const at::Tensor& x, const LinearWeight& lw) {
     const uint16_t* wb = bits(lw.packed);
     const uint16_t* bb = lw.bias.defined() ? bits(lw.bias) : nullptr;
     uint16_t* yb = bits_mut(y);
-    const auto gemm = bf16_kernels()->packed_gemm;
-    for_weight_blocks(N, in, rows, 32, 2, [&](int64_t nb0, int64_t nb1) { gemm(xb, in, rows, wb, N, in, bb, yb, N, nb0, nb1); });
+    const Bf16RowKernels* k = bf16_kernels();
+    for_weight_blocks(N, in, rows, k->block_rows, 2,
+                      [&](int64_t nb0, int64_t nb1) { k->packed_gemm(xb, in, rows, wb, N, in, bb, yb, N, nb0, nb1); });
   }
   return y.view(out_sizes);
 }
@@ -353,8 +357,9 @@ void linear_rows(const uint16_t* x, int64_t rows, const LinearWeight& lw, uint16
   const int64_t in = lw.in_features, N = lw.out_features;
   const uint16_t* wb = bits(lw.packed);
   const uint16_t* bb = lw.bias.defined() ? bits(lw.bias) : nullptr;
-  const auto gemm = bf16_kernels()->packed_gemm;
-  for_weight_blocks(N, in, rows, 32, 2, [&](int64_t nb0, int64_t nb1) { gemm(x, in, rows, wb, N, in, bb, y, N, nb0, nb1); });
+  const Bf16RowKernels* k = bf16_kernels();
+  for_weight_blocks(N, in, rows, k->block_rows, 2,
+                    [&](int64_t nb0, int64_t nb1) { k->packed_gemm(x, in, rows, wb, N, in, bb, y, N, nb0, nb1); });
 }
 
 void linear_rows(const float* x, int64_t rows, const LinearWeight& lw, float* y) {
