@@ -5,8 +5,9 @@
 //   path        needs                         linear weights (packed once at load)
 //   amx         AMX-BF16 + OS tile grant      bf16 VNNI pair tiles, AMX tile multiply
 //   avx512bf16  AVX-512F/BW/VL + AVX512_BF16  same packing, vdpbf16ps
-//   avx2        AVX2 + FMA                    bf16: 16-output panels of k pairs (one sequential
-//                                             stream), widened to f32 in registers (shift), FMA;
+//   avx2        AVX2 + FMA                    bf16: 16-output panels of k pairs, 4 per group by
+//                                             256-k blocks (one sequential stream), widened to
+//                                             f32 in registers (unpack with zero), FMA;
 //                                             f32: 16-column panels, FMA
 //   aten        nothing                       plain LibTorch ops (GPUs always take it)
 //
