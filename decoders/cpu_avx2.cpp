@@ -343,64 +343,56 @@ struct RowTiles {
   int rows(int64_t t) const { return static_cast<int>(M / n + (t < M % n ? 1 : 0)); }
 };
 
-// x widened to fp32 once per call, k-major within each row tile (tile t of rows [m0, m0 + r) at
-// xf[m0 * Kp + k * r + (m - m0)]), zero-padded to Kp (the packed weight's padding is zero too).
-EARS_AVX2 void widen_x(const uint16_t* x, int64_t ldx, const RowTiles& tiles, int64_t K, int64_t Kp,
-                       std::vector<float>& xf) {
-  xf.assign(static_cast<size_t>(tiles.M * Kp), 0.0f);
+}  // namespace
+
+// One function on purpose: with the group loop split out (widen_x + group_bf16), GCC's code for
+// the 1-row stream got slower — this model's linears per decode 28 -> 34 ms (a replay of its 305
+// calls outside the repository, Intel Xeon masked to avx2).
+EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* packed, int64_t N, int64_t K,
+                         const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t g0, int64_t g1) {
+  const int64_t kchunks = (K + 31) / 32, Kp = kchunks * 32;
+  const RowTiles tiles(M);  // up to 6 rows are one tile; 16 go as 6 + 5 + 5
+  // x widened to fp32 once per call, k-major within each row tile (tile t of rows [m0, m0 + r)
+  // at xf[m0 * Kp + k * r + (m - m0)]), zero-padded to Kp (the packed weight's padding is zero too).
+  thread_local std::vector<float> xf;
+  xf.assign(static_cast<size_t>(M * Kp), 0.0f);
   for (int64_t t = 0, m0 = 0; t < tiles.n; m0 += tiles.rows(t), ++t) {
     const int r = tiles.rows(t);
     for (int m = 0; m < r; ++m)
       for (int64_t k = 0; k < K; ++k) xf[static_cast<size_t>(m0 * Kp + k * r + m)] = from_bf16(x[(m0 + m) * ldx + k]);
   }
-}
-
-constexpr int64_t kGroupPanels = kPanelGroupRows / 16;
-
-// One panel group (its first np panels; w its packed start) against every row tile, k block by k
-// block in the layout's order: panel q's sums for tile t end in acc[(q * tiles.n + t) * 96].
-EARS_AVX2 void group_bf16(const float* xf, const RowTiles& tiles, const uint16_t* w, int64_t Kp, int64_t np,
-                          bool two_panels, float* acc) {
-  for (int64_t k0 = 0; k0 < Kp; k0 += kBlockK) {
-    const bool first = k0 == 0;
-    const int64_t chunks = std::min(kBlockK, Kp - k0) / 32;
-    const uint16_t* block = w + k0 * kPanelGroupRows;
-    const int64_t ps = chunks * 512;  // elements per panel of the block
-    for (int64_t q = 0; q < np; q += two_panels ? 2 : 1) {
-      if (two_panels) {  // 1 or 2 rows, one tile
-        if (tiles.M == 1) {
-          panel_bf16<1, 2>(xf + k0, block + q * ps, ps, chunks, first, acc + q * 96, 96);
-        } else {
-          panel_bf16<2, 2>(xf + k0 * 2, block + q * ps, ps, chunks, first, acc + q * 96, 96);
-        }
-        continue;
-      }
-      for (int64_t t = 0, m0 = 0; t < tiles.n; m0 += tiles.rows(t), ++t) {
-        const int rows = tiles.rows(t);
-        const TileShare share{kPanelGroupRows * kBlockK * 2, tiles.n, t};  // one block group on
-        tile_bf16(rows, xf + m0 * Kp + k0 * rows, block + q * ps, chunks, share, first, acc + (q * tiles.n + t) * 96);
-      }
-    }
-  }
-}
-
-}  // namespace
-
-EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* packed, int64_t N, int64_t K,
-                         const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t g0, int64_t g1) {
-  const int64_t Kp = (K + 31) / 32 * 32;
-  const RowTiles tiles(M);  // up to 6 rows are one tile; 16 go as 6 + 5 + 5
-  thread_local std::vector<float> xf;
-  widen_x(x, ldx, tiles, K, Kp, xf);
   // 1 or 2 rows over a weight that stays in L2 across calls (the bundled models, the draft head):
   // two panels at once, for 4 or 8 FMA chains (one panel's 2 chains of FMA latency set the pace
   // there: 1 row, a 2 MiB weight in L2, 2 x slower). Streamed, one panel at a time.
-  const bool two_panels = M <= 2 && panel_bf16_elems(N, K) * 2 <= kTwoPanelBytes;
+  const int np_step = M <= 2 && panel_bf16_elems(N, K) * 2 <= kTwoPanelBytes ? 2 : 1;
+  constexpr int64_t kPanels = kPanelGroupRows / 16;
+  // Partial sums of panel q of the group, tile t, at acc[(q * tiles.n + t) * 96] (6 rows x 16).
   thread_local std::vector<float> acc;
-  acc.resize(static_cast<size_t>(kGroupPanels * tiles.n * 96));
   for (int64_t g = g0; g < g1; ++g) {
-    const int64_t np = std::min(kGroupPanels, (N - g * kPanelGroupRows + 15) / 16);  // panels holding outputs
-    group_bf16(xf.data(), tiles, packed + g * kPanelGroupRows * Kp, Kp, np, two_panels, acc.data());
+    const int64_t np = std::min(kPanels, (N - g * kPanelGroupRows + 15) / 16);  // panels holding outputs
+    acc.resize(static_cast<size_t>(kPanels * tiles.n * 96));
+    for (int64_t k0 = 0; k0 < Kp; k0 += kBlockK) {
+      const bool first = k0 == 0;
+      const int64_t chunks = std::min(kBlockK, Kp - k0) / 32;
+      const uint16_t* block = packed + g * kPanelGroupRows * Kp + k0 * kPanelGroupRows;
+      const int64_t ps = chunks * 512;  // elements per panel of the block
+      for (int64_t q = 0; q < np; q += np_step)
+        if (np_step == 2) {
+          float* a = acc.data() + q * 96;
+          if (M == 1) {
+            panel_bf16<1, 2>(xf.data() + k0, block + q * ps, ps, chunks, first, a, 96);
+          } else {
+            panel_bf16<2, 2>(xf.data() + k0 * 2, block + q * ps, ps, chunks, first, a, 96);
+          }
+        } else {
+          for (int64_t t = 0, m0 = 0; t < tiles.n; m0 += tiles.rows(t), ++t) {
+            const int rows = tiles.rows(t);
+            const TileShare share{kPanelGroupRows * kBlockK * 2, tiles.n, t};  // one block group on
+            tile_bf16(rows, xf.data() + m0 * Kp + k0 * rows, block + q * ps, chunks, share, first,
+                      acc.data() + (q * tiles.n + t) * 96);
+          }
+        }
+    }
     for (int64_t q = 0; q < np; ++q) {
       const int64_t n0 = g * kPanelGroupRows + q * 16;
       for (int64_t t = 0, m0 = 0; t < tiles.n; m0 += tiles.rows(t), ++t)
