@@ -760,6 +760,12 @@ EARS_AVX2 void attend_rows_impl(const typename E::T* q, int64_t ldq, int64_t T, 
 
 }  // namespace
 
+void prefetch_rows(const void* p, int64_t n, int64_t ld_bytes, int64_t row_bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t r = 0; r < n; ++r, c += ld_bytes)
+    for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(c + b, 0, 2);
+}
+
 void rms_norm_rows(const uint16_t* x, int64_t outer, int64_t outer_stride, int64_t inner, int64_t D, const uint16_t* w,
                    bool w_per_inner, float eps, uint16_t* y) {
   rms_norm_impl<Bf16>(x, outer, outer_stride, inner, D, w, w_per_inner, eps, y);
@@ -803,6 +809,7 @@ void gemm_bf16(const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t, int6
                int64_t, int64_t, int64_t) {}
 void gemm_f32(const float*, int64_t, int64_t, const float*, int64_t, int64_t, const float*, float*, int64_t, int64_t,
               int64_t) {}
+void prefetch_rows(const void*, int64_t, int64_t, int64_t) {}
 void rms_norm_rows(const uint16_t*, int64_t, int64_t, int64_t, int64_t, const uint16_t*, bool, float, uint16_t*) {}
 void rms_norm_rows(const float*, int64_t, int64_t, int64_t, int64_t, const float*, bool, float, float*) {}
 void rope_rows(const uint16_t*, int64_t, int64_t, int64_t, int64_t, const uint16_t*, const uint16_t*, uint16_t*) {}

@@ -76,6 +76,9 @@ void attend_rows(const uint16_t* q, int64_t ldq, int64_t T, int64_t G, const int
 void attend_rows(const float* q, int64_t ldq, int64_t T, int64_t G, const int64_t* n_keys, const float* k, int64_t ldk,
                  const float* v, int64_t ldv, int64_t hd, float scale, float* out, int64_t ldo);
 
+// Prefetches n rows of row_bytes each (row stride ld_bytes) into L2, one line at a time.
+void prefetch_rows(const void* p, int64_t n, int64_t ld_bytes, int64_t row_bytes);
+
 // SwiGLU over rows of a fused [gate (I) | up (I)] projection: act[r * I + i] = E(E(silu(g)) * u),
 // g = gate_up[r * 2I + i], u = gate_up[r * 2I + I + i], silu(g) = g / (1 + e^-g) in fp32, E the
 // dtype's rounding (bf16 nearest even; none in float32): Hugging Face's act_fn(gate) * up, op by

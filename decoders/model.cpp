@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <cmath>
 
 #include "decoders/kernel_path.h"
@@ -93,6 +94,30 @@ at::Tensor CausalLM::logits_from_hidden(const at::Tensor& hidden) const {
   return layers::linear(layers::rms_norm(hidden, final_norm_, cfg_.rms_norm_eps), lm_head_linear_);
 }
 
+namespace {
+
+// Adds the time since the previous lap to one phase of a ForwardPhases (no clock read without one).
+class PhaseClock {
+ public:
+  explicit PhaseClock(ForwardPhases* p) : p_(p) {
+    if (!p_) return;
+    ++p_->forwards;
+    last_ = std::chrono::steady_clock::now();
+  }
+  void lap(ForwardPhases::Phase phase) {
+    if (!p_) return;
+    const auto now = std::chrono::steady_clock::now();
+    p_->seconds[phase] += std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+  }
+
+ private:
+  ForwardPhases* p_;
+  std::chrono::steady_clock::time_point last_;
+};
+
+}  // namespace
+
 std::vector<int> CausalLM::default_eagle_aux_layers() const {
   const int n = static_cast<int>(cfg_.num_hidden_layers);
   return {2, n / 2, n - 3};
@@ -128,6 +153,8 @@ ForwardOutput CausalLM::forward(const at::Tensor& ids, KVCache& cache, const For
   }
   std::vector<at::Tensor> hs(static_cast<size_t>(N + 1));
 
+  using P = ForwardPhases;
+  PhaseClock clock(opt.phases);
   const KVCache::Append plan = cache.prepare_append(T);
   const layers::RopeTables rope = rope_.lookup(plan.positions, plan.span, plan.uniform_start);
   const double scale = std::pow(static_cast<double>(hd), -0.5);
@@ -137,8 +164,11 @@ ForwardOutput CausalLM::forward(const at::Tensor& ids, KVCache& cache, const For
   if (wanted[0]) hs[0] = h.clone();
   for (int64_t i = 0; i < N; ++i) {
     const Layer& L = layers_[static_cast<size_t>(i)];
+    clock.lap(P::rest);
     const at::Tensor x = layers::rms_norm(h, L.input_norm, eps);
+    clock.lap(P::norms);
     const at::Tensor qkv = layers::linear(x, L.qkv);  // [B, T, (H + 2K) * hd]
+    clock.lap(P::qkv);
     // q and k heads are adjacent in qkv: QK-norm and RoPE run once over all H + K of them
     // (per-row operations, so each head rounds exactly as it would alone).
     at::Tensor qk = qkv.narrow(-1, 0, (H + K) * hd).view({B, T, H + K, hd});
@@ -148,12 +178,22 @@ ForwardOutput CausalLM::forward(const at::Tensor& ids, KVCache& cache, const For
     const at::Tensor q = qk.narrow(2, 0, H);
     const at::Tensor k = qk.narrow(2, H, K);
     cache.write(i, plan, k, v);
+    clock.lap(P::qk_rope_kv);
     const at::Tensor attn = layers::attention(q, cache.keys(i, plan), cache.values(i, plan), plan.blocked, scale,
                                                  plan.positions);
-    h.add_(layers::linear(attn, L.o));
-    h.add_(layers::silu_mlp(layers::rms_norm(h, L.post_norm, eps), L.gate_up, L.down));
+    clock.lap(P::attention);
+    const at::Tensor o = layers::linear(attn, L.o);
+    clock.lap(P::o_proj);
+    h.add_(o);
+    clock.lap(P::rest);
+    const at::Tensor x2 = layers::rms_norm(h, L.post_norm, eps);
+    clock.lap(P::norms);
+    const at::Tensor mlp = layers::silu_mlp(x2, L.gate_up, L.down);
+    clock.lap(P::mlp);
+    h.add_(mlp);
     if (i + 1 < N && wanted[static_cast<size_t>(i + 1)]) hs[static_cast<size_t>(i + 1)] = h.clone();
   }
+  clock.lap(P::rest);
   if (wanted[static_cast<size_t>(N)]) hs[static_cast<size_t>(N)] = layers::rms_norm(h, final_norm_, eps);
 
   ForwardOutput out;
@@ -173,9 +213,11 @@ ForwardOutput CausalLM::forward(const at::Tensor& ids, KVCache& cache, const For
       out.logits = logits_from_hidden(h);
     }
   }
+  clock.lap(P::logits);
   out.aux_hidden.reserve(opt.aux_layers.size());
   for (int a : opt.aux_layers) out.aux_hidden.push_back(hs[static_cast<size_t>(a)]);
   cache.commit(plan);
+  clock.lap(P::rest);
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
+#include <array>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -20,6 +21,26 @@ namespace ears {
 // CPU has native bf16, float32 otherwise (and for float16, which has no CPU kernels).
 c10::ScalarType auto_dtype(c10::ScalarType checkpoint, c10::Device device);
 
+// Where a forward's time goes, as the calling thread's wall clock sees it (CPU: every kernel
+// returns when done; `ears-bench bench forward --phases`). Seconds added up over the forwards
+// it is given to; the phases cover the whole forward.
+struct ForwardPhases {
+  enum Phase { norms, qkv, qk_rope_kv, attention, o_proj, mlp, logits, rest, count };
+  static constexpr std::array<const char*, count> kNames = {
+      "norms", "qkv", "qk_rope_kv", "attention", "o_proj", "mlp", "logits", "rest"};
+  static constexpr std::array<const char*, count> kMeanings = {
+      "input and post-attention RMSNorm",
+      "fused q/k/v projection",
+      "QK-norm, RoPE, K/V cache write",
+      "attention over the cache",
+      "output projection",
+      "gate_up projection, SwiGLU, down projection",
+      "final RMSNorm and lm_head",
+      "embedding, residual adds, views, allocation"};
+  std::array<double, count> seconds{};
+  int64_t forwards = 0;
+};
+
 struct ForwardOptions {
   // HF hidden_states ids to return: hs[0] = embeddings, hs[i] = output of layer i-1 (entering
   // layer i), hs[N] = final normed output. One output per entry, in list order, duplicates kept.
@@ -28,6 +49,7 @@ struct ForwardOptions {
   // wanted. Only these rows go through the final norm + lm_head. Default: all T rows.
   std::optional<at::Tensor> logits_rows;
   bool skip_logits = false;  // no norm/lm_head at all (logits undefined)
+  ForwardPhases* phases = nullptr;  // when set, each phase's wall time is added to it
 };
 
 struct ForwardOutput {

@@ -232,6 +232,37 @@ TEST(BenchCli, ForwardCompareKernelsTimesBothPathsSideBySide) {
   }
 }
 
+TEST(BenchCli, ForwardPhasesCoverEveryShapeAndAddUp) {
+  json j = run_json("bench forward --quick --dtype float32 --batch 1 --phases --json");
+  expect_header(j, "forward", 2);
+  ASSERT_EQ(j["phases"].size(), j["rows"].size());  // one phase row per timed shape, same order
+  const std::vector<std::string> names = {"norms", "qkv", "qk_rope_kv", "attention", "o_proj", "mlp", "logits", "rest"};
+  for (size_t i = 0; i < j["phases"].size(); ++i) {
+    const json& p = j["phases"][i];
+    EXPECT_EQ(p["batch"], j["rows"][i]["batch"]);
+    EXPECT_EQ(p["tokens_per_step"], j["rows"][i]["tokens_per_step"]);
+    double sum = 0;
+    for (const std::string& n : names) {
+      ASSERT_TRUE(p.contains(n + "_ms")) << n << " " << p.dump();
+      EXPECT_GE(p[n + "_ms"].get<double>(), 0.0) << n;
+      sum += p[n + "_ms"].get<double>();
+    }
+    EXPECT_GT(p["qkv_ms"].get<double>(), 0.0) << p.dump();
+    EXPECT_GT(p["mlp_ms"].get<double>(), 0.0) << p.dump();
+    EXPECT_NEAR(p["total_ms"].get<double>(), sum, 1e-9 * sum);
+    // Clocked forwards cost what the timed ones did (a median vs a mean of a few: a loose bound).
+    const double timed = j["rows"][i]["ms_per_step"].get<double>();
+    EXPECT_GT(sum, timed / 3) << p.dump();
+    EXPECT_LT(sum, timed * 3) << p.dump();
+  }
+  EXPECT_NE(j["conventions"]["phases"].get<std::string>().find("attention = attention over the cache"),
+            std::string::npos);
+  ExeRun bad = run("bench forward --quick --phases --device cuda");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--phases"), std::string::npos) << bad.err;
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+}
+
 TEST(BenchCli, LinearQuickJsonAndMarkdown) {
   json j = run_json("bench linear --quick --json --rows 1,6 --dtype bfloat16 --dtype float32");
   expect_header(j, "linear", 2);

@@ -77,6 +77,9 @@ struct ForwardBenchArgs {
   // On a CPU kernel path: also load the model on the aten path and time both side by side (rows
   // get path "aten"; markdown adds the per-shape speedups).
   bool compare_kernels = false;
+  // CPU: also run every shape's forwards with each phase clocked (ForwardPhases, decoders/model.h)
+  // and add a table of mean ms per phase (rows in JSON "phases").
+  bool phases = false;
 };
 int run_bench_forward(const ForwardBenchArgs& args, const BenchCommon& common);
 

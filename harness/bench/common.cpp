@@ -256,11 +256,14 @@ KVCache prefilled_cache(const CausalLM& m, int64_t B, int64_t context, int64_t e
 }
 
 // One forward of T random tokens per sequence at the cache's current lengths, rolled back after.
-std::function<void()> decode_step(const CausalLM& m, KVCache& cache, int64_t T, at::Generator& gen) {
+std::function<void()> decode_step(const CausalLM& m, KVCache& cache, int64_t T, at::Generator& gen,
+                                  ForwardPhases* phases) {
   const at::Tensor ids = at::randint(m.config().vocab_size, {cache.batch(), T}, gen, at::kLong).to(m.device());
   const std::vector<int64_t> lengths = cache.lengths();
-  return [&m, &cache, ids, lengths] {
-    ForwardOutput out = m.forward(ids, cache);
+  return [&m, &cache, ids, lengths, phases] {
+    ForwardOptions opt;
+    opt.phases = phases;
+    ForwardOutput out = m.forward(ids, cache, opt);
     cache.set_lengths(lengths);
   };
 }

@@ -22,6 +22,7 @@
 namespace ears {
 
 class CausalLM;
+struct ForwardPhases;
 
 namespace bench {
 using json = nlohmann::json;
@@ -98,7 +99,8 @@ GeneratedModelSpec qwen3_0_6b_spec(int64_t vocab);
 // A cache of B sequences that each hold `context` positions of random K/V, with room for `extra`.
 KVCache prefilled_cache(const CausalLM& m, int64_t B, int64_t context, int64_t extra);
 // One forward of T random tokens per sequence at the cache's current lengths, rolled back after.
-std::function<void()> decode_step(const CausalLM& m, KVCache& cache, int64_t T, at::Generator& gen);
+std::function<void()> decode_step(const CausalLM& m, KVCache& cache, int64_t T, at::Generator& gen,
+                                  ForwardPhases* phases = nullptr);
 int64_t dtype_bytes(c10::ScalarType t);
 // K and V bytes one step reads over `span` positions per sequence.
 int64_t kv_read_bytes(const ModelConfig& c, int64_t B, int64_t span, c10::ScalarType dtype);

@@ -47,6 +47,9 @@ ForwardPlan forward_plan(const ForwardBenchArgs& a, const BenchCommon& c) {
     if (b < 1) fail("--batch: batch sizes must be >= 1 (got {})", b);
   if (a.gamma < 1) fail("--gamma must be >= 1 (got {})", a.gamma);
   if (a.context < 1) fail("--context must be >= 1 (got {})", a.context);
+  if (a.phases && c.device != "cpu")
+    fail("--phases: clocks phases on the CPU only (GPU kernels return before they finish); drop --phases or use "
+         "--device cpu");
   for (const auto& d : p.dtypes) parse_dtype(d, "--dtype");
   p.repeats = c.repeats > 0 ? c.repeats : (c.quick ? 2 : 15);
   p.warmup = c.quick ? 1 : 3;
@@ -78,6 +81,7 @@ std::vector<PathModel> load_paths(const fs::path& dir, c10::Device device, c10::
 struct ForwardTables {
   json rows = json::array(), summary = json::array();
   std::vector<std::string> speedups;  // --compare-kernels
+  json phases = json::array();        // --phases
 };
 
 // One timed shape: a path's model at batch B and T new tokens per sequence.
@@ -124,6 +128,33 @@ void time_shapes(const ForwardBenchArgs& a, const ForwardPlan& plan, std::vector
                                          ms[{1, s.B, s.T}] / ms[{0, s.B, s.T}]));
 }
 
+// --phases: every shape's forwards run again (after the timed ones, so those stay unclocked), each
+// phase clocked; one row of mean ms per phase per shape.
+void phase_rows(const ForwardPlan& plan, std::vector<PathModel>& paths, const std::vector<Shape>& shapes,
+                std::map<std::pair<size_t, int>, KVCache>& caches, const std::string& label, at::Generator& gen,
+                ForwardTables& t) {
+  const kernels::Path start = kernels::path();
+  for (const Shape& s : shapes) {
+    ForwardPhases ph;
+    kernels::set_path(paths[s.path].path);
+    const std::function<void()> step = decode_step(paths[s.path].model, caches.at({s.path, s.B}), s.T, gen, &ph);
+    for (int r = 0; r < plan.warmup; ++r) step();
+    ph = ForwardPhases{};
+    for (int r = 0; r < plan.repeats; ++r) step();
+    json row = {{"model", label}, {"path", paths[s.path].name}, {"dtype", dtype_name(paths[s.path].model.dtype())},
+                {"batch", s.B}, {"tokens_per_step", s.T}};
+    double total = 0;
+    for (int p = 0; p < ForwardPhases::count; ++p) {
+      const double ms = ph.seconds[static_cast<size_t>(p)] / static_cast<double>(ph.forwards) * 1e3;
+      row[std::string(ForwardPhases::kNames[static_cast<size_t>(p)]) + "_ms"] = ms;
+      total += ms;
+    }
+    row["total_ms"] = total;
+    t.phases.push_back(row);
+  }
+  kernels::set_path(start);
+}
+
 // Every batch size and token count for one dtype, timed together, then its summary rows.
 void time_dtype(const ForwardBenchArgs& a, const ForwardPlan& plan, const fs::path& dir, c10::Device device,
                 c10::ScalarType dtype, at::Generator& gen, ForwardTables& t) {
@@ -143,6 +174,7 @@ void time_dtype(const ForwardBenchArgs& a, const ForwardPlan& plan, const fs::pa
       }
   std::map<std::tuple<size_t, int, int>, double> ms;  // (path, batch, tokens) -> median
   time_shapes(a, plan, paths, shapes, caches, label, gen, device, ms, t);
+  if (a.phases) phase_rows(plan, paths, shapes, caches, label, gen, t);
   const int bmax = *std::max_element(plan.batches.begin(), plan.batches.end());
   const int bmin = *std::min_element(plan.batches.begin(), plan.batches.end());
   for (size_t i = 0; i < paths.size(); ++i) {
@@ -215,6 +247,14 @@ std::string forward_markdown(const ForwardBenchArgs& a, const json& doc, const F
                                 {"verify_over_decode_b1", fmt::format("verify {} ÷ decode 1 (batch {})", a.gamma + 1, bmin), 2},
                                 {"throughput_max_batch_over_b1", tput, 2}},
                                summary);
+  if (!t.phases.empty()) {
+    md += "\n" + doc["conventions"]["phases"].get<std::string>() + "\n\n";
+    std::vector<Column> cols = {{"path", "path", -1}, {"dtype", "dtype", -1}, {"batch", "batch", -1},
+                                {"tokens_per_step", "tokens/step", -1}};
+    for (const char* name : ForwardPhases::kNames) cols.push_back({std::string(name) + "_ms", name, 2});
+    cols.push_back({"total_ms", "total", 2});
+    md += markdown_table(cols, t.phases);
+  }
   return md;
 }
 
@@ -223,8 +263,8 @@ std::string forward_markdown(const ForwardBenchArgs& a, const json& doc, const F
 int run_bench_forward(const ForwardBenchArgs& a, const BenchCommon& c) {
   const int threads = set_threads(c.threads);
   json env = environment(threads);  // before the benchmark loads the machine
-  const c10::Device device = parse_device(c.device, "--device");
   const ForwardPlan plan = forward_plan(a, c);
+  const c10::Device device = parse_device(c.device, "--device");
   json bw = json::array({bandwidth_json(measure_bandwidth(bandwidth_options(c, device)), "start")});
 
   std::optional<TempDir> tmp;
@@ -257,6 +297,16 @@ int run_bench_forward(const ForwardBenchArgs& a, const BenchCommon& c) {
                   plan.repeats, plan.warmup, a.context);
   doc["conventions"]["tokens_per_s"] = "batch * tokens_per_step / step time (positions scored per second)";
   doc["conventions"]["timer"] = DeviceTimer(device).method();
+  if (a.phases) {
+    std::string legend = fmt::format(
+        "Phases (--phases): mean ms per forward over {} more forwards of each shape after the timed ones, the calling "
+        "thread's wall clock from the cache append to the logits:",
+        plan.repeats);
+    for (size_t p = 0; p < ForwardPhases::count; ++p)
+      legend += fmt::format("{} {} = {}", p ? ";" : "", ForwardPhases::kNames[p], ForwardPhases::kMeanings[p]);
+    doc["conventions"]["phases"] = legend;
+    doc["phases"] = t.phases;
+  }
   doc["rows"] = t.rows;
   doc["summary"] = t.summary;
   emit(c, doc, forward_markdown(a, doc, t));

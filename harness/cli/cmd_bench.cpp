@@ -52,6 +52,9 @@ void add_bench_commands(CLI::App& app, CommonOptions& common, int& exit_code) {
     sub->add_option("--context", args->context, "Positions already in the KV cache")->capture_default_str();
     sub->add_flag("--compare-kernels", args->compare_kernels,
                   "On a CPU kernel path: also time the plain-ATen path, side by side");
+    sub->add_flag("--phases", args->phases,
+                  "CPU: also clock each phase of every shape's forwards (norms, projections, attention, MLP, "
+                  "lm_head, rest) and print mean ms per phase");
     sub->callback([args, bc, &common, &exit_code] { exit_code = run_bench_forward(*args, merged(common, *bc)); });
   }
   {
