@@ -16,9 +16,6 @@
 namespace ears {
 namespace cpu_avx2 {
 
-// The k extent of one block of a panel group (the header's layout): 8 chunks of 32.
-constexpr int64_t kBlockK = 256;
-
 int64_t panel_bf16_elems(int64_t N, int64_t K) {
   return (N + kPanelGroupRows - 1) / kPanelGroupRows * kPanelGroupRows * ((K + 31) / 32 * 32);
 }

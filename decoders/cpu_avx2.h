@@ -25,8 +25,8 @@ namespace ears {
 namespace cpu_avx2 {
 
 // bf16 panels: 16 outputs x Kp (K rounded up to 32) each, in k pairs, N rounded up to a group of
-// kPanelGroupRows (4 panels) with zero padding. A group is stored k block by k block (256 k, the
-// last one Kp - 256 kb long), the group's 4 panels of a block one after another, and within a
+// kPanelGroupRows (4 panels) with zero padding. A group is stored k block by k block (kBlockK k,
+// the last one Kp - kBlockK kb long), the group's 4 panels of a block one after another, and within a
 // panel's block the k pairs in order, 32 elements each: output j = n % 16 of pair p at
 //   (j / 4) * 8 + (k % 2) * 4 + j % 4
 // (two 8-output vectors whose 128-bit lanes hold 4 outputs at k even, then the same 4 at k odd:
@@ -35,6 +35,7 @@ namespace cpu_avx2 {
 // layout interleaves two 16-output tiles per 32 k, which its tile loads want and an AVX2 core's
 // stream does not.)
 constexpr int64_t kPanelGroupRows = 64;
+constexpr int64_t kBlockK = 256;  // 8 chunks of 32 k
 int64_t panel_bf16_elems(int64_t N, int64_t K);
 void panel_bf16_pack(const uint16_t* w, int64_t N, int64_t K, uint16_t* packed);
 void panel_bf16_unpack(const uint16_t* packed, int64_t N, int64_t K, uint16_t* w);
