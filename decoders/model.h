@@ -23,7 +23,7 @@ c10::ScalarType auto_dtype(c10::ScalarType checkpoint, c10::Device device);
 
 // Where a forward's time goes, as the calling thread's wall clock sees it (CPU: every kernel
 // returns when done; `ears-bench bench forward --phases`). Seconds added up over the forwards
-// it is given to; the phases cover the whole forward.
+// it is given to; together the phases cover the forward from the cache append to its commit.
 struct ForwardPhases {
   enum Phase { norms, qkv, qk_rope_kv, attention, o_proj, mlp, logits, rest, count };
   static constexpr std::array<const char*, count> kNames = {
