@@ -233,7 +233,7 @@ TEST(BenchCli, ForwardCompareKernelsTimesBothPathsSideBySide) {
 }
 
 TEST(BenchCli, ForwardPhasesCoverEveryShapeAndAddUp) {
-  json j = run_json("bench forward --quick --dtype float32 --batch 1 --phases --json");
+  json j = run_json("bench forward --quick --dtype float32 --batch 1 --phases --repeats 20 --json");
   expect_header(j, "forward", 2);
   ASSERT_EQ(j["phases"].size(), j["rows"].size());  // one phase row per timed shape, same order
   const std::vector<std::string> names = {"norms", "qkv", "qk_rope_kv", "attention", "o_proj", "mlp", "logits", "rest"};
@@ -250,10 +250,11 @@ TEST(BenchCli, ForwardPhasesCoverEveryShapeAndAddUp) {
     EXPECT_GT(p["qkv_ms"].get<double>(), 0.0) << p.dump();
     EXPECT_GT(p["mlp_ms"].get<double>(), 0.0) << p.dump();
     EXPECT_NEAR(p["total_ms"].get<double>(), sum, 1e-9 * sum);
-    // Clocked forwards cost what the timed ones did (a median vs a mean of a few: a loose bound).
+    // Clocked forwards cost what the timed ones did: a median vs a mean of 20 sub-millisecond
+    // forwards on a shared machine, so only a unit slip (10x, 1000x) is ruled out.
     const double timed = j["rows"][i]["ms_per_step"].get<double>();
-    EXPECT_GT(sum, timed / 3) << p.dump();
-    EXPECT_LT(sum, timed * 3) << p.dump();
+    EXPECT_GT(sum, timed / 5) << p.dump();
+    EXPECT_LT(sum, timed * 5) << p.dump();
   }
   EXPECT_NE(j["conventions"]["phases"].get<std::string>().find("attention = attention over the cache"),
             std::string::npos);
