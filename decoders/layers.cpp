@@ -523,31 +523,30 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
       const int64_t bk = i / T, t0 = i % T;
       return Run{bk / K, bk % K, t0, std::min(T - t0, i1 - i)};
     };
+    // Where a run's K and V rows start (elements from the tensors' data).
+    auto k_at = [&](const Run& r) { return r.b * k.stride(0) + r.kvh * k.stride(1); };
+    auto v_at = [&](const Run& r) { return r.b * v.stride(0) + r.kvh * v.stride(1); };
     // A run's K and V rows, into L2 before the run ahead of it starts: short streams (one KV
     // head's keys: 16 KiB for 128 keys of 64 bf16) that the hardware prefetcher barely ramps up
     // on. A 16-sequence decode step's attention 18.5 -> 16.5 ms (Intel Xeon masked to avx2,
     // docs/performance.md, nineteenth session).
-    const int64_t elt = static_cast<int64_t>(q.element_size());
-    auto prefetch_run = [&](const void* kb, const void* vb, const Run& r) {
+    auto prefetch_run = [&](auto* kb, auto* vb, const Run& r) {
       const int64_t* nk = n_keys.data() + r.b * T + r.t0;
       const int64_t keys = *std::max_element(nk, nk + r.n);
-      cpu_avx2::prefetch_rows(static_cast<const char*>(kb) + (r.b * k.stride(0) + r.kvh * k.stride(1)) * elt, keys,
-                              k.stride(2) * elt, hd * elt);
-      cpu_avx2::prefetch_rows(static_cast<const char*>(vb) + (r.b * v.stride(0) + r.kvh * v.stride(1)) * elt, keys,
-                              v.stride(2) * elt, hd * elt);
+      const int64_t elt = static_cast<int64_t>(sizeof(*kb));
+      cpu_avx2::prefetch_rows(kb + k_at(r), keys, k.stride(2) * elt, hd * elt);
+      cpu_avx2::prefetch_rows(vb + v_at(r), keys, v.stride(2) * elt, hd * elt);
     };
     auto rows = [&](auto* qb, auto* kb, auto* vb, auto* ob, auto attend_rows) {
       at::parallel_for(0, B * K * T, grain, [&](int64_t i0, int64_t i1) {
         prefetch_run(kb, vb, run_at(i0, i1));
         for (int64_t i = i0; i < i1;) {
           const Run r = run_at(i, i1);
-          const int64_t b = r.b, kvh = r.kvh, t0 = r.t0, n = r.n;
-          const int64_t row0 = (b * T + t0) * H + kvh * G;  // query row (b, t0, kvh * G)
-          if (i + n < i1) prefetch_run(kb, vb, run_at(i + n, i1));
-          attend_rows(qb + row0 * hd, H * hd, n, G, n_keys.data() + b * T + t0, kb + b * k.stride(0) + kvh * k.stride(1),
-                      k.stride(2), vb + b * v.stride(0) + kvh * v.stride(1), v.stride(2), hd, fscale, ob + row0 * hd,
-                      H * hd);
-          i += n;
+          const int64_t row0 = (r.b * T + r.t0) * H + r.kvh * G;  // query row (b, t0, kvh * G)
+          if (i + r.n < i1) prefetch_run(kb, vb, run_at(i + r.n, i1));
+          attend_rows(qb + row0 * hd, H * hd, r.n, G, n_keys.data() + r.b * T + r.t0, kb + k_at(r), k.stride(2),
+                      vb + v_at(r), v.stride(2), hd, fscale, ob + row0 * hd, H * hd);
+          i += r.n;
         }
       });
     };
