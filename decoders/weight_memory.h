@@ -22,9 +22,9 @@ namespace weight_memory {
 // huge-page region. The region lives while any tensor carved from it does.
 at::Tensor empty(int64_t numel, c10::ScalarType dtype);
 
-// The same pages in a mapping of its own, not counted as weights (pages_summary): for buffers
-// that must be read as the weights are (the bandwidth probe, harness/bench/probe.h). Unmapped
-// when the tensor goes.
+// The same pages in a mapping of its own, not counted as weights (pages_summary), zero-filled (a
+// fresh anonymous mapping): for buffers streamed as the weights are (the KV cache,
+// decoders/kv_cache.h; the bandwidth probe, harness/bench/probe.h). Unmapped when the tensor goes.
 at::Tensor empty_like_weights(int64_t numel, c10::ScalarType dtype);
 
 // What the weights got, for the reports (harness/run/environment.h), e.g. "2 MiB pages: 191 of

@@ -64,6 +64,32 @@ TEST(KVCacheWrite, RowsLandAtEachSequencesLengthFromAnyView) {
   }
 }
 
+// Storage: zeros at the start and the kept rows after select, on both sides of the 2 MiB from
+// which a CPU cache takes a huge-page mapping of its own (decoders/kv_cache.cpp).
+TEST(KVCacheStorage, StartsZeroAndSelectKeepsTheChosenSequences) {
+  for (const int64_t L : {8, 512}) {  // 6 KiB and 12 MiB of float32
+    const int64_t B = 3, K = 4, hd = 128;
+    KVCache cache(2, B, K, L, hd, at::kFloat, at::kCPU);
+    EXPECT_EQ(cache.k(1).abs().sum().item<double>() + cache.v(0).abs().sum().item<double>(), 0.0) << L;
+    for (int64_t layer = 0; layer < 2; ++layer)
+      for (int64_t b = 0; b < B; ++b) {
+        cache.k(layer)[b].fill_(static_cast<double>(10 * layer + b + 1));
+        cache.v(layer)[b].fill_(static_cast<double>(-(10 * layer + b + 1)));
+      }
+    cache.commit(cache.prepare_append(7));
+    cache.set_lengths({5, 6, 7});
+    cache.select({2, 0});
+    ASSERT_EQ(cache.batch(), 2);
+    EXPECT_EQ(cache.lengths(), (std::vector<int64_t>{7, 5}));
+    for (int64_t layer = 0; layer < 2; ++layer)
+      for (const auto& [row, was] : std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {1, 0}}) {
+        const double want = static_cast<double>(10 * layer + was + 1);
+        EXPECT_TRUE(at::equal(cache.k(layer)[row], at::full({K, L, hd}, want))) << L << layer << row;
+        EXPECT_TRUE(at::equal(cache.v(layer)[row], at::full({K, L, hd}, -want))) << L << layer << row;
+      }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // layers: RoPE scaling variants and attention against a naive repeat_kv reference
 
