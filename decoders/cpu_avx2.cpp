@@ -92,9 +92,16 @@ EARS_AVX2 inline void store8_tail(uint16_t* p, __m256 v, int64_t n) {
   _mm_store_si128(reinterpret_cast<__m128i*>(buf), to_bf16x8(v));
   std::memcpy(p, buf, static_cast<size_t>(n) * sizeof(uint16_t));
 }
-// v rounded to bf16 and widened back.
+// v rounded to bf16 and widened back: to_bf16x8's bits in the upper half of each lane, computed
+// there (no pack, permute and widen: shuffle-port work that RMSNorm, RoPE, softmax and SwiGLU
+// paid per 8 elements).
 EARS_AVX2 inline __m256 round_bf16(__m256 v) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(to_bf16x8(v)), 16));
+  const __m256i b = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+  const __m256i r = _mm256_and_si256(_mm256_add_epi32(b, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))),
+                                     _mm256_set1_epi32(static_cast<int>(0xffff0000u)));
+  const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+  return _mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)), nan);
 }
 
 EARS_AVX2 inline float hsum(__m256 v) {
