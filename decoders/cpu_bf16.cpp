@@ -193,8 +193,9 @@ EARS_AVX512_BF16 void weighted_values(const float* p, const uint16_t* v, int64_t
                                       int64_t c0, uint16_t* out) {
   __m512 acc[NC];
   __mmask16 mask[NC];
+#pragma GCC unroll 8
+  for (int c = 0; c < NC; ++c) acc[c] = _mm512_setzero_ps();  // unrolled: a loop became a memset
   for (int c = 0; c < NC; ++c) {
-    acc[c] = _mm512_setzero_ps();
     const int64_t left = hd - (c0 + c) * 16;
     mask[c] = left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1);
   }
@@ -210,16 +211,12 @@ EARS_AVX512_BF16 void weighted_values(const float* p, const uint16_t* v, int64_t
     for (int64_t l = 0; l < left; ++l) out[(c0 + c) * 16 + l] = to_bf16(tmp[l]);
   }
 }
-}  // namespace
 
-EARS_AVX512_BF16 void attend_row(const uint16_t* q, const uint16_t* k, int64_t ldk, const uint16_t* v,
-                                 int64_t ldv, int64_t n_keys, int64_t hd, float scale, float* scratch,
-                                 uint16_t* out) {
-  // Scores: bf16(q . k_j), then times the scale in fp32 and rounded again (HF: matmul in bf16,
-  // then `* scaling` on the bf16 tensor).
+// One row's raw scores q . k_j (scratch[0, n_keys)) -> its probabilities: bf16(q . k_j), times
+// the scale in fp32 and rounded again (HF: matmul in bf16, then `* scaling` on the bf16 tensor),
+// softmax in fp32, rounded to bf16.
+EARS_AVX512_BF16 void softmax_scores(float* scratch, int64_t n_keys, float scale) {
   int64_t j = 0;
-  for (; j + 4 <= n_keys; j += 4) dot4(q, k + j * ldk, ldk, hd, scratch + j);
-  for (; j < n_keys; ++j) scratch[j] = dot(q, k + j * ldk, hd);
   // Rounded, scaled, rounded again; their max (16 keys at a time, the same roundings per key).
   const __m512 vscale = _mm512_set1_ps(scale);
   __m512 vmax = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
@@ -247,11 +244,162 @@ EARS_AVX512_BF16 void attend_row(const uint16_t* q, const uint16_t* k, int64_t l
     const __mmask16 m = mask_at(j);
     _mm512_mask_storeu_ps(scratch + j, m, round_bf16_rne(_mm512_div_ps(_mm512_maskz_loadu_ps(m, scratch + j), sum)));
   }
+}
+
+// _mm512_reduce_add_ps of each of 16 vectors, bit for bit (GCC's order: 256-bit halves, 128-bit
+// halves, lanes 0 + 2 and 1 + 3, then the two), lane i holding a[i]'s: the 16 reductions share
+// their shuffles (31 and 15 adds for all, where one takes 5 and 4).
+EARS_AVX512_BF16 inline __m512 reduce16(const __m512 (&a)[16]) {
+  __m512 s1[8], s2[4], s3[2];
+  for (int i = 0; i < 8; ++i)  // [a[2i] hi256 + lo256 | a[2i + 1]'s]
+    s1[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)),
+                          _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)));
+  for (int i = 0; i < 4; ++i)  // 128-bit lane l: a[4i + l]'s hi128 + lo128
+    s2[i] = _mm512_add_ps(_mm512_shuffle_f32x4(s1[2 * i], s1[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)),
+                          _mm512_shuffle_f32x4(s1[2 * i], s1[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)));
+  for (int i = 0; i < 2; ++i)  // lane l: (0 + 2, 1 + 3) of a[8i + l], then of a[8i + 4 + l]
+    s3[i] = _mm512_add_ps(_mm512_shuffle_ps(s2[2 * i], s2[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                          _mm512_shuffle_ps(s2[2 * i], s2[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  // lane l: the sums of a[l], a[4 + l], a[8 + l], a[12 + l]; then into order.
+  const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
+}
+
+// Raw scores of NG (1 to 4) rows q[r] against 4 keys, into s[r][0, 4): each (row, key) dot4's
+// vdpbf16ps chain, a K chunk loaded once for every row, the sums reduced together (reduce16).
+template <int NG>
+EARS_AVX512_BF16 void dot_rows4(const uint16_t* const* q, const uint16_t* k, int64_t ldk, int64_t hd,
+                                float* const* s) {
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();  // unrolled: a loop became a memset
+  int64_t d = 0;
+  for (; d + 32 <= hd; d += 32) {  // loops unrolled: the accumulators stay registers
+    __m512bh kj[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) kj[j] = load32(k + j * ldk + d);
+#pragma GCC unroll 4
+    for (int r = 0; r < NG; ++r) {
+      const __m512bh qv = load32(q[r] + d);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) acc[r * 4 + j] = _mm512_dpbf16_ps(acc[r * 4 + j], qv, kj[j]);
+    }
+  }
+  if (d < hd) {
+    const __mmask32 m = static_cast<__mmask32>((uint64_t{1} << (hd - d)) - 1);
+    __m512bh kj[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) kj[j] = load32_tail(k + j * ldk + d, m);
+#pragma GCC unroll 4
+    for (int r = 0; r < NG; ++r) {
+      const __m512bh qv = load32_tail(q[r] + d, m);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) acc[r * 4 + j] = _mm512_dpbf16_ps(acc[r * 4 + j], qv, kj[j]);
+    }
+  }
+  const __m512 sums = reduce16(acc);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, sums);
+  for (int r = 0; r < NG; ++r) std::memcpy(s[r], lanes + 4 * r, 4 * sizeof(float));
+}
+
+// sum_j p[r][j] v_j for NG rows over lanes [c0 * 16, c0 * 16 + 16 * NC), rounded to bf16: each
+// row weighted_values' sums, each V chunk widened once for every row.
+template <int NG, int NC>
+EARS_AVX512_BF16 void weighted_values_rows(const float* const* p, const uint16_t* v, int64_t ldv, int64_t n_keys,
+                                           int64_t hd, int64_t c0, uint16_t* const* out) {
+  __m512 acc[NG][NC];
+  __mmask16 mask[NC];
+#pragma GCC unroll 16
+  for (int i = 0; i < NG * NC; ++i) acc[i / NC][i % NC] = _mm512_setzero_ps();  // unrolled: not a memset
+  for (int c = 0; c < NC; ++c) {
+    const int64_t left = hd - (c0 + c) * 16;
+    mask[c] = left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1);
+  }
+  // Every loop over rows and chunks unrolled, so the accumulators are registers: __m512 may alias
+  // the float loads of p, and an array of them indexed in a loop was stored back every key.
+  for (int64_t j = 0; j < n_keys; ++j) {
+    const uint16_t* vj = v + j * ldv + c0 * 16;
+    __m512 vc[NC];
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; ++c) vc[c] = load16_f32(vj + c * 16, mask[c]);
+#pragma GCC unroll 4
+    for (int r = 0; r < NG; ++r) {
+      const __m512 pj = _mm512_set1_ps(p[r][j]);
+#pragma GCC unroll 4
+      for (int c = 0; c < NC; ++c) acc[r][c] = _mm512_fmadd_ps(pj, vc[c], acc[r][c]);
+    }
+  }
+  alignas(64) float tmp[16];
+#pragma GCC unroll 4
+  for (int r = 0; r < NG; ++r)
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; ++c) {
+      _mm512_store_ps(tmp, acc[r][c]);
+      const int64_t left = std::min<int64_t>(16, hd - (c0 + c) * 16);
+      for (int64_t l = 0; l < left; ++l) out[r][(c0 + c) * 16 + l] = to_bf16(tmp[l]);
+    }
+}
+
+// NG rows q[r] of one token over the same n_keys keys, outputs out[r]; scratch: NG * n_keys floats.
+template <int NG>
+EARS_AVX512_BF16 void attend_group(const uint16_t* const* q, const uint16_t* k, int64_t ldk, const uint16_t* v,
+                                   int64_t ldv, int64_t n_keys, int64_t hd, float scale, float* scratch,
+                                   uint16_t* const* out) {
+  float* s[NG];
+  for (int r = 0; r < NG; ++r) s[r] = scratch + r * n_keys;
+  int64_t j = 0;
+  for (; j + 4 <= n_keys; j += 4) {
+    float* sj[NG];
+    for (int r = 0; r < NG; ++r) sj[r] = s[r] + j;
+    dot_rows4<NG>(q, k + j * ldk, ldk, hd, sj);
+  }
+  for (; j < n_keys; ++j)
+    for (int r = 0; r < NG; ++r) s[r][j] = dot(q[r], k + j * ldk, hd);
+  for (int r = 0; r < NG; ++r) softmax_scores(s[r], n_keys, scale);
+  const int64_t chunks = (hd + 15) / 16;
+  int64_t c0 = 0;
+  for (; c0 + 4 <= chunks; c0 += 4) weighted_values_rows<NG, 4>(s, v, ldv, n_keys, hd, c0, out);
+  for (; c0 < chunks; ++c0) weighted_values_rows<NG, 1>(s, v, ldv, n_keys, hd, c0, out);
+}
+}  // namespace
+
+EARS_AVX512_BF16 void attend_row(const uint16_t* q, const uint16_t* k, int64_t ldk, const uint16_t* v,
+                                 int64_t ldv, int64_t n_keys, int64_t hd, float scale, float* scratch,
+                                 uint16_t* out) {
+  int64_t j = 0;
+  for (; j + 4 <= n_keys; j += 4) dot4(q, k + j * ldk, ldk, hd, scratch + j);
+  for (; j < n_keys; ++j) scratch[j] = dot(q, k + j * ldk, hd);
+  softmax_scores(scratch, n_keys, scale);
   const int64_t chunks = (hd + 15) / 16;
   int64_t c0 = 0;
   for (; c0 + 8 <= chunks; c0 += 8) weighted_values<8>(scratch, v, ldv, n_keys, hd, c0, out);
   for (; c0 + 4 <= chunks; c0 += 4) weighted_values<4>(scratch, v, ldv, n_keys, hd, c0, out);
   for (; c0 < chunks; ++c0) weighted_values<1>(scratch, v, ldv, n_keys, hd, c0, out);
+}
+
+void attend_rows(const uint16_t* q, int64_t ldq, int64_t T, int64_t G, const int64_t* n_keys, const uint16_t* k,
+                 int64_t ldk, const uint16_t* v, int64_t ldv, int64_t hd, float scale, uint16_t* out, int64_t ldo) {
+  thread_local std::vector<float> scratch;
+  scratch.resize(static_cast<size_t>(4 * *std::max_element(n_keys, n_keys + T)));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t g = 0; g < G;) {
+      const int64_t ng = std::min<int64_t>(G - g, 4);
+      const uint16_t* qs[4];
+      uint16_t* os[4];
+      for (int64_t r = 0; r < ng; ++r) {
+        qs[r] = q + t * ldq + (g + r) * hd;
+        os[r] = out + t * ldo + (g + r) * hd;
+      }
+      switch (ng) {
+        case 1: attend_group<1>(qs, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), os); break;
+        case 2: attend_group<2>(qs, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), os); break;
+        case 3: attend_group<3>(qs, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), os); break;
+        default: attend_group<4>(qs, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), os); break;
+      }
+      g += ng;
+    }
 }
 
 EARS_AVX512_BF16 void rms_norm_rows(const uint16_t* x, int64_t outer, int64_t outer_stride, int64_t inner,
@@ -544,6 +692,8 @@ void gemm_nt(const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t, int64_
              int64_t, int64_t, int64_t) {}
 void attend_row(const uint16_t*, const uint16_t*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, float,
                 float*, uint16_t*) {}
+void attend_rows(const uint16_t*, int64_t, int64_t, int64_t, const int64_t*, const uint16_t*, int64_t, const uint16_t*,
+                 int64_t, int64_t, float, uint16_t*, int64_t) {}
 
 #endif
 

@@ -38,25 +38,12 @@ constexpr int64_t kAttentionMaxTokens = 16;
 // (Intel Xeon), where it had run on one thread while the other's OpenMP worker waited.
 constexpr int64_t kAttentionForkWork = 32 * 1024;
 
-// The query rows of one sequence that share a KV head (cpu_avx2.h's attend_rows contract), one
-// cpu_bf16::attend_row at a time: vdpbf16ps reads bf16 K / V natively, nothing to share.
-void bf16_attend_rows_by_row(const uint16_t* q, int64_t ldq, int64_t T, int64_t G, const int64_t* n_keys,
-                             const uint16_t* k, int64_t ldk, const uint16_t* v, int64_t ldv, int64_t hd, float scale,
-                             uint16_t* out, int64_t ldo) {
-  thread_local std::vector<float> scratch;
-  scratch.resize(static_cast<size_t>(*std::max_element(n_keys, n_keys + T)));
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t g = 0; g < G; ++g)
-      cpu_bf16::attend_row(q + t * ldq + g * hd, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(),
-                           out + t * ldo + g * hd);
-}
-
 // The bf16 row kernels of the kernel path in effect (decoders/kernel_path.h); null on aten.
 struct Bf16RowKernels {
   decltype(&cpu_bf16::rms_norm_rows) rms_norm_rows;
   decltype(&cpu_bf16::rope_rows) rope_rows;
   decltype(&cpu_bf16::attend_row) attend_row;
-  decltype(&bf16_attend_rows_by_row) attend_rows;  // the rows sharing one KV head
+  decltype(&cpu_bf16::attend_rows) attend_rows;     // the rows sharing one KV head
   PackedLayout layout;                             // the layout this path's linear reads:
   decltype(&cpu_bf16::amx_packed_elems) packed_elems;  // its size,
   decltype(&cpu_bf16::amx_pack) pack;                  // the packing at load,
@@ -67,11 +54,11 @@ struct Bf16RowKernels {
 const Bf16RowKernels* bf16_kernels() {
   constexpr PackedLayout tiles = PackedLayout::bf16_amx_tiles;
   static const Bf16RowKernels amx{cpu_bf16::rms_norm_rows, cpu_bf16::rope_rows,        cpu_bf16::attend_row,
-                                  bf16_attend_rows_by_row, tiles,                       cpu_bf16::amx_packed_elems,
+                                  cpu_bf16::attend_rows,   tiles,                       cpu_bf16::amx_packed_elems,
                                   cpu_bf16::amx_pack,      cpu_bf16::amx_gemm,          32,
                                   kAttentionMaxTokens};
   static const Bf16RowKernels vnni{cpu_bf16::rms_norm_rows, cpu_bf16::rope_rows,        cpu_bf16::attend_row,
-                                   bf16_attend_rows_by_row, tiles,                       cpu_bf16::amx_packed_elems,
+                                   cpu_bf16::attend_rows,   tiles,                       cpu_bf16::amx_packed_elems,
                                    cpu_bf16::amx_pack,      cpu_bf16::vnni_gemm,         32,
                                    kAttentionMaxTokens};
   // ATen's bf16 matmul is emulated on these CPUs: attention takes the kernel at any length.
