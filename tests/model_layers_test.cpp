@@ -311,10 +311,11 @@ TEST_P(CpuKernels, AttentionMatchesAtenPathAndIgnoresKeysPastThePosition) {
   EXPECT_LE(mean_abs(kernel, aten), ears::kernels::native_bf16() ? 1e-3 : 3e-3);
 }
 
-// The query rows that share a KV head go to the kernel together (avx2: the G heads of a token in
-// groups of up to 4 that load each K / V chunk once; bf16 from 32 rows on: K and V widened to fp32
-// once for all of them); each row must come out exactly as when it is the only row of its KV head
-// (one token, one query head per KV head: attend_row on the bf16 K and V).
+// The query rows that share a KV head go to the kernel together (every kernel path: the G heads of
+// a token in groups of up to 4 that load each K / V chunk once — avx512bf16 / amx also reduce their
+// scores 16 at a time; avx2 bf16 from 32 rows on: K and V widened to fp32 once for all of them);
+// each row must come out exactly as when it is the only row of its KV head (one token, one query
+// head per KV head), and as layers::attend_row (one row on raw K and V) gives it.
 struct SharedKvShape {
   int64_t T, H, hd;  // B 2, K 2: G = H / 2 query heads per KV head
 };
@@ -345,6 +346,24 @@ TEST_P(CpuKernels, AttentionRowsSharingAKvHeadMatchEachRowAlone) {
           const at::Tensor want = together.narrow(1, t, 1).index_select(2, heads).reshape(alone.sizes());
           EXPECT_TRUE(at::equal(alone, want)) << c10::toString(dtype) << " t " << t << " g " << g << " max |diff| "
                                               << max_abs(alone, want);
+          // And the raw-rows attend_row (the draft head's step) on the same row, for every b and KV head.
+          for (int64_t b = 0; b < B; ++b)
+            for (int64_t kvh = 0; kvh < K; ++kvh) {
+              const int64_t h = kvh * G + g, n_keys = pos[b][t].item<int64_t>() + 1;
+              const at::Tensor qr = q[b][t][h].contiguous(), kr = k[b][kvh].contiguous(), vr = v[b][kvh].contiguous();
+              at::Tensor row = at::empty({hd}, q.options());
+              std::vector<float> scratch(static_cast<size_t>(S));
+              if (dtype == at::kFloat) {
+                ears::layers::attend_row(qr.data_ptr<float>(), kr.data_ptr<float>(), vr.data_ptr<float>(), hd, n_keys,
+                                         hd, static_cast<float>(scale), scratch.data(), row.data_ptr<float>());
+              } else {
+                auto u16 = [](const at::Tensor& x) { return static_cast<const uint16_t*>(x.data_ptr()); };
+                ears::layers::attend_row(u16(qr), u16(kr), u16(vr), hd, n_keys, hd, static_cast<float>(scale),
+                                         scratch.data(), static_cast<uint16_t*>(row.data_ptr()));
+              }
+              EXPECT_TRUE(at::equal(row, together[b][t][h])) << c10::toString(dtype) << " attend_row b " << b << " t "
+                                                               << t << " h " << h;
+            }
         }
     }
   }
