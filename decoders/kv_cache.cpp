@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
@@ -24,7 +25,12 @@ at::Tensor zeroed_storage(const std::vector<int64_t>& shape, c10::ScalarType dty
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
   if (device.is_cpu() && numel * static_cast<int64_t>(c10::elementSize(dtype)) >= kHugeStorageBytes)
-    return weight_memory::empty_like_weights(numel, dtype).view(shape);
+    return weight_memory::empty_like_weights(
+               numel, dtype,
+               fmt::format("a KV cache of {} sequences x {} positions (out of memory: lower the batch size or the "
+                           "maximum length)",
+                           shape[2], shape[4]))
+        .view(shape);
   return at::zeros(shape, at::TensorOptions().dtype(dtype).device(device));
 }
 }  // namespace

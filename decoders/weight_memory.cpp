@@ -23,16 +23,14 @@ constexpr size_t kRegionBytes = size_t{64} << 20;
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-// One anonymous mapping, 2 MiB-aligned (mapped 2 MiB larger, both ends trimmed).
+// One anonymous mapping, 2 MiB-aligned (mapped 2 MiB larger, both ends trimmed); `purpose` names
+// what it holds and the fix in the out-of-memory error.
 struct Region {
   char* base = nullptr;
   size_t bytes = 0;
-  explicit Region(size_t want) : bytes(round_up(want, kHugePage)) {
+  Region(size_t want, const std::string& purpose) : bytes(round_up(want, kHugePage)) {
     void* p = ::mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-      fail("weights: cannot map {} MiB for the packed weights (out of memory: free some, or load a smaller model or "
-           "--dtype)",
-           bytes >> 20);
+    if (p == MAP_FAILED) fail("cannot map {} MiB for {}", bytes >> 20, purpose);
     char* raw = static_cast<char*>(p);
     base = reinterpret_cast<char*>(round_up(reinterpret_cast<uintptr_t>(raw), kHugePage));
     if (base > raw) ::munmap(raw, static_cast<size_t>(base - raw));
@@ -88,7 +86,9 @@ at::Tensor empty(int64_t numel, c10::ScalarType dtype) {
   Arena& a = arena();
   std::lock_guard<std::mutex> lock(a.mu);
   if (!a.current || a.used + bytes > a.current->bytes) {
-    a.current = std::make_shared<Region>(std::max(bytes, kRegionBytes));
+    a.current = std::make_shared<Region>(
+        std::max(bytes, kRegionBytes),
+        "the packed weights (out of memory: free some, or load a smaller model or --dtype)");
     a.used = 0;
   }
   void* p = a.current->base + a.used;
@@ -99,8 +99,8 @@ at::Tensor empty(int64_t numel, c10::ScalarType dtype) {
   return at::from_blob(p, {numel}, release, at::TensorOptions().dtype(dtype));
 }
 
-at::Tensor empty_like_weights(int64_t numel, c10::ScalarType dtype) {
-  auto region = std::make_shared<Region>(static_cast<size_t>(numel) * c10::elementSize(dtype));
+at::Tensor empty_like_weights(int64_t numel, c10::ScalarType dtype, const std::string& purpose) {
+  auto region = std::make_shared<Region>(static_cast<size_t>(numel) * c10::elementSize(dtype), purpose);
   void* p = region->base;
   return at::from_blob(p, {numel}, [region](void*) {}, at::TensorOptions().dtype(dtype));
 }

@@ -25,7 +25,8 @@ at::Tensor empty(int64_t numel, c10::ScalarType dtype);
 // The same pages in a mapping of its own, not counted as weights (pages_summary), zero-filled (a
 // fresh anonymous mapping): for buffers streamed as the weights are (the KV cache,
 // decoders/kv_cache.h; the bandwidth probe, harness/bench/probe.h). Unmapped when the tensor goes.
-at::Tensor empty_like_weights(int64_t numel, c10::ScalarType dtype);
+// Out of memory: "cannot map N MiB for <purpose>" (purpose: what it holds, and the fix).
+at::Tensor empty_like_weights(int64_t numel, c10::ScalarType dtype, const std::string& purpose);
 
 // What the weights got, for the reports (harness/run/environment.h), e.g. "2 MiB pages: 191 of
 // 191 MiB (THP madvise)" or "4 KiB pages: 191 MiB (THP never)" — the huge-page bytes are the

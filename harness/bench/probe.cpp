@@ -202,7 +202,8 @@ BandwidthResult measure_bandwidth(const BandwidthOptions& opt) {
   // 30.5 GB/s) and below the weights' own stream. fill_ touches every page so first-touch faults
   // stay out of the timed passes.
   auto buffer = [&] {
-    return opt.device.is_cpu() ? weight_memory::empty_like_weights(n, at::kFloat) : at::empty({n}, options);
+    if (!opt.device.is_cpu()) return at::empty({n}, options);
+    return weight_memory::empty_like_weights(n, at::kFloat, "the bandwidth probe's buffer (out of memory: free some)");
   };
   at::Tensor src = buffer().fill_(1.0);
   at::Tensor dst = buffer().fill_(0.0);
