@@ -88,12 +88,13 @@ TEST(KVCacheStorage, StartsZeroAndSelectKeepsTheChosenSequences) {
         EXPECT_TRUE(at::equal(cache.v(layer)[row], at::full({K, L, hd}, -want))) << L << layer << row;
       }
   }
-  // One that cannot be mapped (4 PiB) is one error naming the cache and the fix.
+  // One that cannot be mapped (2 EiB: past even 57-bit address spaces) is one error naming the
+  // cache and the fix.
   try {
-    KVCache huge(1, 1, 1, int64_t{1} << 40, 512, at::kFloat, at::kCPU);
-    ADD_FAILURE() << "a 4 PiB KV cache was created";
+    KVCache huge(1, 1, 1, int64_t{1} << 47, 2048, at::kFloat, at::kCPU);
+    ADD_FAILURE() << "a 2 EiB KV cache was created";
   } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("a KV cache of 1 sequences x 1099511627776 positions (out of memory: lower"),
+    EXPECT_NE(std::string(e.what()).find("a KV cache of 1 sequences x 140737488355328 positions (out of memory: lower"),
               std::string::npos)
         << e.what();
   }
