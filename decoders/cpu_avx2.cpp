@@ -66,8 +66,10 @@ using bf16_bits::to_bf16;
 
 // 8 bf16 -> 8 fp32 (exact).
 EARS_AVX2 inline __m256 load8(const uint16_t* p) {
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  const __m256i h = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m256i to_high = _mm256_setr_epi8(-1, -1, 0, 1, -1, -1, 2, 3, -1, -1, 4, 5, -1, -1, 6, 7,  //
+                                           -1, -1, 8, 9, -1, -1, 10, 11, -1, -1, 12, 13, -1, -1, 14, 15);
+  return _mm256_castsi256_ps(_mm256_shuffle_epi8(h, to_high));
 }
 // n < 8 bf16 -> fp32, the other lanes 0.
 EARS_AVX2 inline __m256 load8_tail(const uint16_t* p, int64_t n) {
@@ -108,6 +110,37 @@ EARS_AVX2 inline float hsum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
+
+// hsum of 4 and of 8 vectors at once, each sum bit for bit hsum's: its three levels of adds, in
+// its order (v_j + v_j+4, then (s0 + s2, s1 + s3), then t0 + t1), on vectors that hold the same
+// level of several sums — 7 / 10 shuffles instead of 12 / 24, 4 / 7 adds instead of 12 / 24.
+// Level 1 of two vectors: [lo a + hi a | lo b + hi b].
+EARS_AVX2 inline __m256 hsum_level1(__m256 a, __m256 b) {
+  return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x21), _mm256_blend_ps(a, b, 0xF0));
+}
+// Levels 1 and 2 of a, b, c, d: [t(a) t(c) | t(b) t(d)], t(x) the two sums of level 2.
+EARS_AVX2 inline __m256 hsum_level2(__m256 a, __m256 b, __m256 c, __m256 d) {
+  const __m256d ab = _mm256_castps_pd(hsum_level1(a, b)), cd = _mm256_castps_pd(hsum_level1(c, d));
+  return _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(ab, cd)), _mm256_castpd_ps(_mm256_unpackhi_pd(ab, cd)));
+}
+EARS_AVX2 inline __m128 hsum4(const __m256* v) {
+  const __m256 t = hsum_level2(v[0], v[2], v[1], v[3]);  // [t0 t1 | t2 t3]
+  const __m128 lo = _mm256_castps256_ps128(t), hi = _mm256_extractf128_ps(t, 1);
+  return _mm_add_ps(_mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+EARS_AVX2 inline __m256 hsum8(const __m256* v) {
+  const __m256 t0 = hsum_level2(v[0], v[4], v[1], v[5]);  // [t0 t1 | t4 t5]
+  const __m256 t1 = hsum_level2(v[2], v[6], v[3], v[7]);  // [t2 t3 | t6 t7]
+  return _mm256_add_ps(_mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(2, 0, 2, 0)), _mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+// out[i] = hsum(v[i]) for i < n.
+template <int N>
+EARS_AVX2 inline void hsum_many(const __m256* v, float* out) {
+  int i = 0;
+  for (; i + 8 <= N; i += 8) _mm256_storeu_ps(out + i, hsum8(v + i));
+  for (; i + 4 <= N; i += 4) _mm_storeu_ps(out + i, hsum4(v + i));
+  for (; i < N; ++i) out[i] = hsum(v[i]);
 }
 
 // ---- bf16 linear over 16-output panels ------------------------------------------------------
@@ -475,6 +508,14 @@ struct F32 {
   static float widen(T f) { return f; }
 };
 
+// KV's elements over a head_dim that is a multiple of 8: every load a whole chunk, so the kernels'
+// loops hold no tail copy (a call, around which GCC kept every accumulator on the stack: a
+// store-to-load chain per FMA).
+template <class KV>
+struct Whole : KV {
+  EARS_AVX2 static __m256 load(const typename KV::T* p, int64_t) { return KV::load(p, 8); }
+};
+
 template <class E, class EB = E>
 EARS_AVX2 float dot_rows(const typename E::T* a, const typename EB::T* b, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
@@ -556,10 +597,8 @@ EARS_AVX2 void dot4(const typename E::T* q, const typename KV::T* k, int64_t ldk
     a2 = _mm256_fmadd_ps(qv, KV::load(k + 2 * ldk + d, left), a2);
     a3 = _mm256_fmadd_ps(qv, KV::load(k + 3 * ldk + d, left), a3);
   }
-  out[0] = hsum(a0);
-  out[1] = hsum(a1);
-  out[2] = hsum(a2);
-  out[3] = hsum(a3);
+  const __m256 a[4] = {a0, a1, a2, a3};
+  _mm_storeu_ps(out, hsum4(a));
 }
 
 // sum_j p_j v_j over lanes [c0 * 8, c0 * 8 + 8 * NC) of the head: NC accumulators in registers
@@ -658,8 +697,10 @@ EARS_AVX2 void dot_group(const float* qf, int64_t ldq, const typename KV::T* k, 
       const __m256 kj = KV::load(k + j * ldk + d, hd - d);
       for (int r = 0; r < NG; ++r) acc[r][j] = _mm256_fmadd_ps(_mm256_loadu_ps(qf + r * ldq + d), kj, acc[r][j]);
     }
+  float sums[NG * NK];
+  hsum_many<NG * NK>(&acc[0][0], sums);
   for (int r = 0; r < NG; ++r)
-    for (int j = 0; j < NK; ++j) s[r * lds + j] = hsum(acc[r][j]);
+    for (int j = 0; j < NK; ++j) s[r * lds + j] = sums[r * NK + j];
 }
 
 // sum_j p[r, j] v_j for NG rows over lanes [c0 * 8, c0 * 8 + 8 * NC) of the head.
@@ -754,9 +795,11 @@ EARS_AVX2 void attend_rows_impl(const typename E::T* q, int64_t ldq, int64_t T, 
       const typename E::T* qr = q + t * ldq + g * hd;
       typename E::T* o = out + t * ldo + g * hd;
       if (widen) {
-        attend_some<E, F32>(ng, qr, kf, hd, vf, hd, n_keys[t], hd, scale, scratch.data(), o);
+        hd % 8 == 0 ? attend_some<E, Whole<F32>>(ng, qr, kf, hd, vf, hd, n_keys[t], hd, scale, scratch.data(), o)
+                    : attend_some<E, F32>(ng, qr, kf, hd, vf, hd, n_keys[t], hd, scale, scratch.data(), o);
       } else {
-        attend_some<E, E>(ng, qr, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), o);
+        hd % 8 == 0 ? attend_some<E, Whole<E>>(ng, qr, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), o)
+                    : attend_some<E, E>(ng, qr, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), o);
       }
       g += ng;
     }
