@@ -163,6 +163,7 @@ EARS_AVX2 inline void hsum_many(const __m256* v, float* out) {
 // into L1 while the hardware streamer fills L2.
 constexpr int64_t kPrefetchBytes = 8192;
 constexpr int64_t kNearBytes = 2048;
+constexpr int64_t kFarBytes = 10240;  // 3-6 rows, beside kNearBytes: see TileShare
 // 1 or 2 rows over a weight of at most this many bytes take two panels at once.
 constexpr int64_t kTwoPanelBytes = int64_t{1} << 20;
 
@@ -219,44 +220,62 @@ EARS_AVX2 void panel_bf16(const float* xc, const uint16_t* w, int64_t ps, int64_
 #define EARS_ROWS4(X) EARS_ROWS3(X) EARS_ROW(3, a6, a7, X)
 #define EARS_ROWS5(X) EARS_ROWS4(X) EARS_ROW(4, a8, a9, X)
 #define EARS_ROWS6(X) EARS_ROWS5(X) EARS_ROW(5, a10, a11, X)
-// Step p: one prefetch, k even (x at byte 8 MB p of the chunk), k odd (4 MB bytes on).
-#define EARS_STEP(ROWS, p)                               \
+// Step p: one or two prefetches, k even (x at byte 8 MB p of the chunk), k odd (4 MB bytes on).
+// FAR(p): nothing, or the line kFarBytes on into L2 (pf is kNearBytes on: 8192 bytes past it).
+#define EARS_FAR_OFF(p) ""
+#define EARS_FAR_ON(p) "prefetcht1 " #p "*64+8192(%[pf])\n\t"
+#define EARS_STEP(ROWS, FAR, p)                          \
   "prefetcht%c[hint] " #p "*64(%[pf])\n\t"               \
+  FAR(p)                                                 \
   "vpunpcklwd " #p "*64(%[w]), %%ymm12, %%ymm13\n\t"     \
   "vpunpcklwd " #p "*64+32(%[w]), %%ymm12, %%ymm14\n\t"  \
   ROWS("%c[xs]*" #p)                                     \
   "vpunpckhwd " #p "*64(%[w]), %%ymm12, %%ymm13\n\t"     \
   "vpunpckhwd " #p "*64+32(%[w]), %%ymm12, %%ymm14\n\t"  \
   ROWS("%c[xs]*" #p "+%c[xh]")
-#define EARS_CHUNK(ROWS)                                                                        \
-  "vpxor %%ymm12, %%ymm12, %%ymm12\n\t"                                                          \
-  EARS_STEP(ROWS, 0) EARS_STEP(ROWS, 1) EARS_STEP(ROWS, 2) EARS_STEP(ROWS, 3) EARS_STEP(ROWS, 4) \
-  EARS_STEP(ROWS, 5) EARS_STEP(ROWS, 6) EARS_STEP(ROWS, 7) EARS_STEP(ROWS, 8) EARS_STEP(ROWS, 9) \
-  EARS_STEP(ROWS, 10) EARS_STEP(ROWS, 11) EARS_STEP(ROWS, 12) EARS_STEP(ROWS, 13)                \
-  EARS_STEP(ROWS, 14) EARS_STEP(ROWS, 15)
+#define EARS_CHUNK(ROWS, F)                                                                        \
+  "vpxor %%ymm12, %%ymm12, %%ymm12\n\t"                                                             \
+  EARS_STEP(ROWS, F, 0) EARS_STEP(ROWS, F, 1) EARS_STEP(ROWS, F, 2) EARS_STEP(ROWS, F, 3)             \
+  EARS_STEP(ROWS, F, 4) EARS_STEP(ROWS, F, 5) EARS_STEP(ROWS, F, 6) EARS_STEP(ROWS, F, 7)             \
+  EARS_STEP(ROWS, F, 8) EARS_STEP(ROWS, F, 9) EARS_STEP(ROWS, F, 10) EARS_STEP(ROWS, F, 11)           \
+  EARS_STEP(ROWS, F, 12) EARS_STEP(ROWS, F, 13) EARS_STEP(ROWS, F, 14) EARS_STEP(ROWS, F, 15)
 #define EARS_ACC6 [a0] "+x"(a[0]), [a1] "+x"(a[1]), [a2] "+x"(a[2]), [a3] "+x"(a[3]), [a4] "+x"(a[4]), [a5] "+x"(a[5])
 #define EARS_ACC8 EARS_ACC6, [a6] "+x"(a[6]), [a7] "+x"(a[7])
 #define EARS_ACC10 EARS_ACC8, [a8] "+x"(a[8]), [a9] "+x"(a[9])
 #define EARS_ACC12 EARS_ACC10, [a10] "+x"(a[10]), [a11] "+x"(a[11])
 // (At 6 rows, 24 in-out operands + 6 = GCC's limit of 30: hence the fixed scratch registers.)
 #define EARS_CHUNK_IO                                                                         \
-  : [w] "r"(w), [x] "r"(x), [pf] "r"(pf), [xs] "i"(8 * MB), [xh] "i"(4 * MB), [hint] "i"(HINT) \
+  : [w] "r"(w), [x] "r"(x), [pf] "r"(pf), [xs] "i"(8 * MB), [xh] "i"(4 * MB), [hint] "i"(HINT == 1 ? 1 : 0) \
   : "xmm12", "xmm13", "xmm14", "xmm15", "memory"
 
 // One chunk of MB rows: accumulator a[2 m + j] is row m, outputs 8 j to 8 j + 7; w the chunk's 16
-// lines, x its 32 k of the tile, pf the first of the 16 lines to prefetch (prefetcht<HINT>).
+// lines, x its 32 k of the tile, pf the first of the 16 lines to prefetch: prefetcht0 (HINT 0),
+// prefetcht1 (HINT 1), or prefetcht0 and each line kFarBytes on prefetcht1 (HINT 2, pf
+// kNearBytes on).
 template <int MB, int HINT>
 EARS_AVX2 __attribute__((always_inline)) inline void chunk_asm(__m256 (&a)[12], const uint16_t* w, const float* x,
                                                                const char* pf) {
-  if constexpr (MB == 3) {
-    asm(EARS_CHUNK(EARS_ROWS3) : EARS_ACC6 EARS_CHUNK_IO);
+  static_assert(kFarBytes - kNearBytes == 8192, "EARS_FAR_ON's offset");
+  if constexpr (HINT == 2) {
+    if constexpr (MB == 3) {
+      asm(EARS_CHUNK(EARS_ROWS3, EARS_FAR_ON) : EARS_ACC6 EARS_CHUNK_IO);
+    } else if constexpr (MB == 4) {
+      asm(EARS_CHUNK(EARS_ROWS4, EARS_FAR_ON) : EARS_ACC8 EARS_CHUNK_IO);
+    } else if constexpr (MB == 5) {
+      asm(EARS_CHUNK(EARS_ROWS5, EARS_FAR_ON) : EARS_ACC10 EARS_CHUNK_IO);
+    } else {
+      static_assert(MB == 6, "3 to 6 rows");
+      asm(EARS_CHUNK(EARS_ROWS6, EARS_FAR_ON) : EARS_ACC12 EARS_CHUNK_IO);
+    }
+  } else if constexpr (MB == 3) {
+    asm(EARS_CHUNK(EARS_ROWS3, EARS_FAR_OFF) : EARS_ACC6 EARS_CHUNK_IO);
   } else if constexpr (MB == 4) {
-    asm(EARS_CHUNK(EARS_ROWS4) : EARS_ACC8 EARS_CHUNK_IO);
+    asm(EARS_CHUNK(EARS_ROWS4, EARS_FAR_OFF) : EARS_ACC8 EARS_CHUNK_IO);
   } else if constexpr (MB == 5) {
-    asm(EARS_CHUNK(EARS_ROWS5) : EARS_ACC10 EARS_CHUNK_IO);
+    asm(EARS_CHUNK(EARS_ROWS5, EARS_FAR_OFF) : EARS_ACC10 EARS_CHUNK_IO);
   } else {
     static_assert(MB == 6, "3 to 6 rows");
-    asm(EARS_CHUNK(EARS_ROWS6) : EARS_ACC12 EARS_CHUNK_IO);
+    asm(EARS_CHUNK(EARS_ROWS6, EARS_FAR_OFF) : EARS_ACC12 EARS_CHUNK_IO);
   }
 }
 #undef EARS_ROW
@@ -265,6 +284,8 @@ EARS_AVX2 __attribute__((always_inline)) inline void chunk_asm(__m256 (&a)[12], 
 #undef EARS_ROWS5
 #undef EARS_ROWS6
 #undef EARS_STEP
+#undef EARS_FAR_ON
+#undef EARS_FAR_OFF
 #undef EARS_CHUNK
 #undef EARS_ACC6
 #undef EARS_ACC8
@@ -272,9 +293,13 @@ EARS_AVX2 __attribute__((always_inline)) inline void chunk_asm(__m256 (&a)[12], 
 #undef EARS_ACC12
 #undef EARS_CHUNK_IO
 
-// A tile's prefetches: the line kNearBytes on into L1, except that with more tiles than one,
-// tile `phase` of `every` prefetches chunks c with c % every == phase of the stream `ahead` bytes
-// on into L2 instead, so the next block group arrives during all of their arithmetic.
+// A tile's prefetches: the line kNearBytes on into L1 and, for a lone tile (3-6 rows), the line
+// kFarBytes on into L2 too (the hardware streamer alone kept too few lines in flight). The 112
+// linears of a step of the 502.9M model, replayed: 3 rows 31.8 -> 28.9 ms, 6 rows 35.2 -> 33.7
+// (Intel Xeon masked to avx2). A far line a multiple of 4 KiB on (8, 12, 16 KiB) lost instead:
+// 6 rows 36.5 ms. With more tiles than one, tile `phase` of `every` prefetches chunks c with
+// c % every == phase of the stream `ahead` bytes on into L2 instead, so the next block group
+// arrives during all of their arithmetic (there the far line cost 16 rows 75.4 -> 78.5 ms).
 struct TileShare {
   int64_t ahead;
   int64_t every, phase;
@@ -290,7 +315,9 @@ EARS_AVX2 void tile_asm(const float* xc, const uint16_t* w, int64_t chunks, Tile
   for (int64_t c = 0, cycle = 0; c < chunks; ++c) {
     const uint16_t* wc = w + c * 512;
     const char* line = reinterpret_cast<const char*>(wc);
-    if (share.every > 1 && cycle == share.phase) {  // c % every == phase, without a division per chunk
+    if (share.every == 1) {
+      chunk_asm<MB, 2>(a, wc, xc + c * 32 * MB, line + kNearBytes);
+    } else if (cycle == share.phase) {  // c % every == phase, without a division per chunk
       chunk_asm<MB, 1>(a, wc, xc + c * 32 * MB, line + share.ahead);
     } else {
       chunk_asm<MB, 0>(a, wc, xc + c * 32 * MB, line + kNearBytes);
@@ -424,7 +451,7 @@ EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16
         } else {
           for (int64_t t = 0, m0 = 0; t < tiles.n; m0 += tiles.rows(t), ++t) {
             const int rows = tiles.rows(t);
-            const TileShare share{kPanelGroupRows * kBlockK * 2, tiles.n, t};  // one block group on
+            const TileShare share{kPanelGroupRows * kBlockK * 2 + 2048, tiles.n, t};  // a block group and 2 KiB on
             tile_bf16(rows, xf.data() + m0 * Kp + k0 * rows, block + q * ps, chunks, share, first,
                       acc.data() + (q * tiles.n + t) * 96);
           }
