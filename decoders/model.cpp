@@ -1,4 +1,3 @@
-#include <cstdlib>
 #include "decoders/model.h"
 
 #include <ATen/ATen.h>
@@ -180,8 +179,7 @@ ForwardOutput CausalLM::forward(const at::Tensor& ids, KVCache& cache, const For
     const at::Tensor k = qk.narrow(2, H, K);
     cache.write(i, plan, k, v);
     clock.lap(P::qk_rope_kv);
-    static const int skip = std::getenv("EARS_SKIP") ? std::atoi(std::getenv("EARS_SKIP")) : 0;
-    const at::Tensor attn = skip == 1 ? q.reshape({B, T, H * hd}) : layers::attention(q, cache.keys(i, plan), cache.values(i, plan), plan.blocked, scale,
+    const at::Tensor attn = layers::attention(q, cache.keys(i, plan), cache.values(i, plan), plan.blocked, scale,
                                                  plan.positions);
     clock.lap(P::attention);
     const at::Tensor o = layers::linear(attn, L.o);
