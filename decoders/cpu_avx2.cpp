@@ -160,10 +160,10 @@ EARS_AVX2 inline void hsum_many(const __m256* v, float* out) {
 // once per panel: 6 rows streamed 15 % slower in a standalone loop of the kernel's step).
 // Prefetch (Intel Xeon masked to avx2, 2 threads, 1 GB): 1-2 rows keep pace with one line 8 KiB
 // ahead into L2; 3-6 rows, whose arithmetic takes longer per line, with the line kNearBytes ahead
-// into L1 while the hardware streamer fills L2.
+// into L1 and the line kFarBytes ahead into L2 (TileShare below).
 constexpr int64_t kPrefetchBytes = 8192;
 constexpr int64_t kNearBytes = 2048;
-constexpr int64_t kFarBytes = 10240;  // 3-6 rows, beside kNearBytes: see TileShare
+constexpr int64_t kFarBytes = 10240;
 // 1 or 2 rows over a weight of at most this many bytes take two panels at once.
 constexpr int64_t kTwoPanelBytes = int64_t{1} << 20;
 
@@ -294,12 +294,13 @@ EARS_AVX2 __attribute__((always_inline)) inline void chunk_asm(__m256 (&a)[12], 
 #undef EARS_CHUNK_IO
 
 // A tile's prefetches: the line kNearBytes on into L1 and, for a lone tile (3-6 rows), the line
-// kFarBytes on into L2 too (the hardware streamer alone kept too few lines in flight). The 112
-// linears of a step of the 502.9M model, replayed: 3 rows 31.8 -> 28.9 ms, 6 rows 35.2 -> 33.7
-// (Intel Xeon masked to avx2). A far line a multiple of 4 KiB on (8, 12, 16 KiB) lost instead:
-// 6 rows 36.5 ms. With more tiles than one, tile `phase` of `every` prefetches chunks c with
-// c % every == phase of the stream `ahead` bytes on into L2 instead, so the next block group
-// arrives during all of their arithmetic (there the far line cost 16 rows 75.4 -> 78.5 ms).
+// kFarBytes on into L2 too (the hardware streamer alone kept too few lines in flight). The 305
+// linears of a step of `bench forward`'s 502.9M model, replayed: 6 rows 40.2-40.8 -> 37.8-38.6 ms
+// (Intel Xeon masked to avx2; docs/performance.md). A far line a multiple of 4 KiB on (8, 12 or
+// 16 KiB) lost instead, and so did the far prefetch issued before the near one. With more tiles
+// than one, tile `phase` of `every` prefetches chunks c with c % every == phase of the stream
+// `ahead` bytes on into L2 instead (a block group and 2 KiB), so the next block group arrives
+// during all of their arithmetic; there a far line per tile cost 16 rows ~4 %.
 struct TileShare {
   int64_t ahead;
   int64_t every, phase;
