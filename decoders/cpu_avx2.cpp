@@ -800,6 +800,17 @@ EARS_AVX2 void attend_some(int64_t ng, const typename E::T* q, const typename KV
     default: attend_group<E, KV, 4>(q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out); break;
   }
 }
+// attend_some over K / V loaded whole (head_dim a multiple of 8) or with tails.
+template <class E, class KV>
+EARS_AVX2 void attend_whole_or_not(int64_t ng, const typename E::T* q, const typename KV::T* k, int64_t ldk,
+                                   const typename KV::T* v, int64_t ldv, int64_t n_keys, int64_t hd, float scale,
+                                   float* scratch, typename E::T* out) {
+  if (hd % 8 == 0) {
+    attend_some<E, Whole<KV>>(ng, q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out);
+  } else {
+    attend_some<E, KV>(ng, q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out);
+  }
+}
 template <class E>
 EARS_AVX2 void attend_rows_impl(const typename E::T* q, int64_t ldq, int64_t T, int64_t G, const int64_t* n_keys,
                                 const typename E::T* k, int64_t ldk, const typename E::T* v, int64_t ldv, int64_t hd,
@@ -823,11 +834,9 @@ EARS_AVX2 void attend_rows_impl(const typename E::T* q, int64_t ldq, int64_t T, 
       const typename E::T* qr = q + t * ldq + g * hd;
       typename E::T* o = out + t * ldo + g * hd;
       if (widen) {
-        hd % 8 == 0 ? attend_some<E, Whole<F32>>(ng, qr, kf, hd, vf, hd, n_keys[t], hd, scale, scratch.data(), o)
-                    : attend_some<E, F32>(ng, qr, kf, hd, vf, hd, n_keys[t], hd, scale, scratch.data(), o);
+        attend_whole_or_not<E, F32>(ng, qr, kf, hd, vf, hd, n_keys[t], hd, scale, scratch.data(), o);
       } else {
-        hd % 8 == 0 ? attend_some<E, Whole<E>>(ng, qr, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), o)
-                    : attend_some<E, E>(ng, qr, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), o);
+        attend_whole_or_not<E, E>(ng, qr, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), o);
       }
       g += ng;
     }
@@ -859,11 +868,11 @@ void rope_rows(const float* x, int64_t outer, int64_t outer_stride, int64_t n_he
 }
 void attend_row(const uint16_t* q, const uint16_t* k, int64_t ldk, const uint16_t* v, int64_t ldv, int64_t n_keys,
                 int64_t hd, float scale, float* scratch, uint16_t* out) {
-  attend_impl<Bf16>(q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out);
+  attend_whole_or_not<Bf16, Bf16>(1, q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out);
 }
 void attend_row(const float* q, const float* k, int64_t ldk, const float* v, int64_t ldv, int64_t n_keys, int64_t hd,
                 float scale, float* scratch, float* out) {
-  attend_impl<F32>(q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out);
+  attend_whole_or_not<F32, F32>(1, q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out);
 }
 void attend_rows(const uint16_t* q, int64_t ldq, int64_t T, int64_t G, const int64_t* n_keys, const uint16_t* k,
                  int64_t ldk, const uint16_t* v, int64_t ldv, int64_t hd, float scale, uint16_t* out, int64_t ldo) {
