@@ -256,27 +256,23 @@ template <int MB, int HINT>
 EARS_AVX2 __attribute__((always_inline)) inline void chunk_asm(__m256 (&a)[12], const uint16_t* w, const float* x,
                                                                const char* pf) {
   static_assert(kFarBytes - kNearBytes == 8192, "EARS_FAR_ON's offset");
-  if constexpr (HINT == 2) {
-    if constexpr (MB == 3) {
-      asm(EARS_CHUNK(EARS_ROWS3, EARS_FAR_ON) : EARS_ACC6 EARS_CHUNK_IO);
-    } else if constexpr (MB == 4) {
-      asm(EARS_CHUNK(EARS_ROWS4, EARS_FAR_ON) : EARS_ACC8 EARS_CHUNK_IO);
-    } else if constexpr (MB == 5) {
-      asm(EARS_CHUNK(EARS_ROWS5, EARS_FAR_ON) : EARS_ACC10 EARS_CHUNK_IO);
-    } else {
-      static_assert(MB == 6, "3 to 6 rows");
-      asm(EARS_CHUNK(EARS_ROWS6, EARS_FAR_ON) : EARS_ACC12 EARS_CHUNK_IO);
-    }
-  } else if constexpr (MB == 3) {
-    asm(EARS_CHUNK(EARS_ROWS3, EARS_FAR_OFF) : EARS_ACC6 EARS_CHUNK_IO);
-  } else if constexpr (MB == 4) {
-    asm(EARS_CHUNK(EARS_ROWS4, EARS_FAR_OFF) : EARS_ACC8 EARS_CHUNK_IO);
-  } else if constexpr (MB == 5) {
-    asm(EARS_CHUNK(EARS_ROWS5, EARS_FAR_OFF) : EARS_ACC10 EARS_CHUNK_IO);
-  } else {
-    static_assert(MB == 6, "3 to 6 rows");
-    asm(EARS_CHUNK(EARS_ROWS6, EARS_FAR_OFF) : EARS_ACC12 EARS_CHUNK_IO);
+  static_assert(MB >= 3 && MB <= 6, "3 to 6 rows");
+#define EARS_CHUNK_MB(F)                                          \
+  if constexpr (MB == 3) {                                        \
+    asm(EARS_CHUNK(EARS_ROWS3, F) : EARS_ACC6 EARS_CHUNK_IO);     \
+  } else if constexpr (MB == 4) {                                 \
+    asm(EARS_CHUNK(EARS_ROWS4, F) : EARS_ACC8 EARS_CHUNK_IO);     \
+  } else if constexpr (MB == 5) {                                 \
+    asm(EARS_CHUNK(EARS_ROWS5, F) : EARS_ACC10 EARS_CHUNK_IO);    \
+  } else {                                                        \
+    asm(EARS_CHUNK(EARS_ROWS6, F) : EARS_ACC12 EARS_CHUNK_IO);    \
   }
+  if constexpr (HINT == 2) {
+    EARS_CHUNK_MB(EARS_FAR_ON)
+  } else {
+    EARS_CHUNK_MB(EARS_FAR_OFF)
+  }
+#undef EARS_CHUNK_MB
 }
 #undef EARS_ROW
 #undef EARS_ROWS3
