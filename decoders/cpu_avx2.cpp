@@ -132,9 +132,10 @@ EARS_AVX2 inline __m128 hsum4(const __m256* v) {
 EARS_AVX2 inline __m256 hsum8(const __m256* v) {
   const __m256 t0 = hsum_level2(v[0], v[4], v[1], v[5]);  // [t0 t1 | t4 t5]
   const __m256 t1 = hsum_level2(v[2], v[6], v[3], v[7]);  // [t2 t3 | t6 t7]
-  return _mm256_add_ps(_mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(2, 0, 2, 0)), _mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm256_add_ps(_mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 1, 3, 1)));
 }
-// out[i] = hsum(v[i]) for i < n.
+// out[i] = hsum(v[i]) for i < N.
 template <int N>
 EARS_AVX2 inline void hsum_many(const __m256* v, float* out) {
   int i = 0;
@@ -245,7 +246,7 @@ EARS_AVX2 void panel_bf16(const float* xc, const uint16_t* w, int64_t ps, int64_
 #define EARS_ACC12 EARS_ACC10, [a10] "+x"(a[10]), [a11] "+x"(a[11])
 // (At 6 rows, 24 in-out operands + 6 = GCC's limit of 30: hence the fixed scratch registers.)
 #define EARS_CHUNK_IO                                                                         \
-  : [w] "r"(w), [x] "r"(x), [pf] "r"(pf), [xs] "i"(8 * MB), [xh] "i"(4 * MB), [hint] "i"(HINT == 1 ? 1 : 0) \
+  : [w] "r"(w), [x] "r"(x), [pf] "r"(pf), [xs] "i"(8 * MB), [xh] "i"(4 * MB), [hint] "i"(HINT == 1) \
   : "xmm12", "xmm13", "xmm14", "xmm15", "memory"
 
 // One chunk of MB rows: accumulator a[2 m + j] is row m, outputs 8 j to 8 j + 7; w the chunk's 16
@@ -448,7 +449,7 @@ EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16
         } else {
           for (int64_t t = 0, m0 = 0; t < tiles.n; m0 += tiles.rows(t), ++t) {
             const int rows = tiles.rows(t);
-            const TileShare share{kPanelGroupRows * kBlockK * 2 + 2048, tiles.n, t};  // a block group and 2 KiB on
+            const TileShare share{kPanelGroupRows * kBlockK * 2 + 2048, tiles.n, t};  // a block group, 2 KiB on
             tile_bf16(rows, xf.data() + m0 * Kp + k0 * rows, block + q * ps, chunks, share, first,
                       acc.data() + (q * tiles.n + t) * 96);
           }
