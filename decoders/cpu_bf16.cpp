@@ -266,7 +266,7 @@ EARS_AVX512_BF16 inline __m512 reduce16(const __m512 (&a)[16]) {
   return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
 }
 
-// Raw scores of NG (1 to 4) rows q[r] against 4 keys, into s[r][0, 4): each (row, key) dot4's
+// Raw scores of NG (2 to 4) rows q[r] against 4 keys, into s[r][0, 4): each (row, key) dot4's
 // vdpbf16ps chain, a K chunk loaded once for every row, the sums reduced together (reduce16).
 template <int NG>
 EARS_AVX512_BF16 void dot_rows4(const uint16_t* const* q, const uint16_t* k, int64_t ldk, int64_t hd,
@@ -342,11 +342,12 @@ EARS_AVX512_BF16 void weighted_values_rows(const float* const* p, const uint16_t
     }
 }
 
-// NG rows q[r] of one token over the same n_keys keys, outputs out[r]; scratch: NG * n_keys floats.
+// NG (2 to 4) rows q[r] of one token over the same n_keys keys, outputs out[r]; scratch: NG * n_keys floats.
 template <int NG>
 EARS_AVX512_BF16 void attend_group(const uint16_t* const* q, const uint16_t* k, int64_t ldk, const uint16_t* v,
                                    int64_t ldv, int64_t n_keys, int64_t hd, float scale, float* scratch,
                                    uint16_t* const* out) {
+  static_assert(NG >= 2 && NG <= 4, "a lone row is attend_row's; 4 x 4 score accumulators");
   float* s[NG];
   for (int r = 0; r < NG; ++r) s[r] = scratch + r * n_keys;
   int64_t j = 0;
@@ -392,8 +393,8 @@ void attend_rows(const uint16_t* q, int64_t ldq, int64_t T, int64_t G, const int
         qs[r] = q + t * ldq + (g + r) * hd;
         os[r] = out + t * ldo + (g + r) * hd;
       }
-      switch (ng) {
-        case 1: attend_group<1>(qs, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), os); break;
+      switch (ng) {  // a lone row shares nothing: attend_row
+        case 1: attend_row(qs[0], k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), os[0]); break;
         case 2: attend_group<2>(qs, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), os); break;
         case 3: attend_group<3>(qs, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), os); break;
         default: attend_group<4>(qs, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), os); break;
