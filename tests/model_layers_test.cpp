@@ -322,8 +322,9 @@ TEST_P(CpuKernels, AttentionMatchesAtenPathAndIgnoresKeysPastThePosition) {
 }
 
 // The query rows that share a KV head go to the kernel together (every kernel path: the G heads of
-// a token in groups of up to 4 that load each K / V chunk once — avx512bf16 / amx also reduce their
-// scores 16 at a time; avx2 bf16 from 32 rows on: K and V widened to fp32 once for all of them);
+// a token in groups of up to 4 that load each K / V chunk once and reduce their scores together —
+// 16 at a time on avx512bf16 / amx, 4 or 8 on avx2; avx2 bf16 from 32 rows on: K and V widened to
+// fp32 once for all of them);
 // each row must come out exactly as when it is the only row of its KV head (one token, one query
 // head per KV head), and as layers::attend_row (one row on raw K and V) gives it.
 struct SharedKvShape {
