@@ -169,10 +169,10 @@ constexpr int64_t kFarBytes = 10240;
 constexpr int64_t kTwoPanelBytes = int64_t{1} << 20;
 
 // 1-2 rows: one step over NP panels (ps elements apart): 2 NP weight vectors + 1 broadcast + MB *
-// 2 NP accumulators; one prefetch per line kPrefetchBytes on into L2.
+// 2 NP accumulators; one prefetch per line kPrefetchBytes on into L2. Row m's k pair at xp + m * ldx.
 template <int MB, int NP>
 EARS_AVX2 __attribute__((always_inline)) inline void step_bf16(__m256 (&acc)[MB][2 * NP], const uint16_t* line,
-                                                               int64_t ps, const float* xp) {
+                                                               int64_t ps, const float* xp, int64_t ldx) {
   const __m256i zero = _mm256_setzero_si256();
   __m256i v[2 * NP];
   for (int h = 0; h < NP; ++h) {
@@ -186,42 +186,49 @@ EARS_AVX2 __attribute__((always_inline)) inline void step_bf16(__m256 (&acc)[MB]
     for (int j = 0; j < 2 * NP; ++j)
       w[j] = _mm256_castsi256_ps(odd ? _mm256_unpackhi_epi16(zero, v[j]) : _mm256_unpacklo_epi16(zero, v[j]));
     for (int m = 0; m < MB; ++m) {
-      const __m256 xb = _mm256_broadcast_ss(xp + odd * MB + m);
+      const __m256 xb = _mm256_broadcast_ss(xp + m * ldx + odd);
       for (int j = 0; j < 2 * NP; ++j) acc[m][j] = _mm256_fmadd_ps(xb, w[j], acc[m][j]);
     }
   }
 }
 
-// 1-2 rows, `chunks` chunks of NP panels (w, w + ps) onto acc (panel h's at acc + h * as; the
-// first k block starts from zero instead).
+// 1-2 rows (x from xc, row stride ldx), `chunks` chunks of NP panels (w, w + ps) onto acc (panel h's
+// at acc + h * as; the first k block starts from zero instead).
 template <int MB, int NP>
-EARS_AVX2 void panel_bf16(const float* xc, const uint16_t* w, int64_t ps, int64_t chunks, bool first, float* acc,
-                          int64_t as) {
+EARS_AVX2 void panel_bf16(const float* xc, int64_t ldx, const uint16_t* w, int64_t ps, int64_t chunks, bool first,
+                          float* acc, int64_t as) {
   __m256 a[MB][2 * NP];
   for (int m = 0; m < MB; ++m)
     for (int j = 0; j < 2 * NP; ++j)
       a[m][j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + j / 2 * as + m * 16 + j % 2 * 8);
   for (int64_t c = 0; c < chunks; ++c)
-    for (int p = 0; p < 16; ++p) step_bf16<MB, NP>(a, w + c * 512 + p * 32, ps, xc + (c * 32 + 2 * p) * MB);
+    for (int p = 0; p < 16; ++p) step_bf16<MB, NP>(a, w + c * 512 + p * 32, ps, xc + c * 32 + 2 * p, ldx);
   for (int m = 0; m < MB; ++m)
     for (int j = 0; j < 2 * NP; ++j) _mm256_storeu_ps(acc + j / 2 * as + m * 16 + j % 2 * 8, a[m][j]);
 }
 
 // 3 to 6 rows: each 32-k chunk (16 steps) is one asm block, so the registers are as planned — 2 MB
 // accumulators, the zero (ymm12), 2 widened weight vectors (ymm13-14) and 1 broadcast (ymm15): 16
-// at 6 rows — and every load is a constant offset from the weight and x pointers. Written with
-// intrinsics, GCC kept the mask and some accumulators in memory and copied registers around: 16-18
-// cycles per step at 6 rows hot in L2, where this takes 12-14 (12 is the FMA ports' floor for 24
-// FMAs; Intel Xeon masked to avx2).
-#define EARS_ROW(m, a0, a1, X)                   \
-  "vbroadcastss " X "+4*" #m "(%[x]), %%ymm15\n\t" \
+// at 6 rows — and every load is a constant offset from the weight pointer or from one of two x
+// row pointers (rows 0, 2, 4 from x, rows 1, 3, 5 from x + ld: base + 0, 2 or 4 x the row
+// stride ld). Written with intrinsics, GCC kept the mask and some accumulators in memory and copied
+// registers around: 16-18 cycles per step at 6 rows hot in L2, where this takes 12-14 (12 is the
+// FMA ports' floor for 24 FMAs; Intel Xeon masked to avx2).
+#define EARS_X0 "(%[x])"
+#define EARS_X1 "(%[x1])"
+#define EARS_X2 "(%[x],%[ld],2)"
+#define EARS_X3 "(%[x1],%[ld],2)"
+#define EARS_X4 "(%[x],%[ld],4)"
+#define EARS_X5 "(%[x1],%[ld],4)"
+#define EARS_ROW(m, a0, a1, X)                     \
+  "vbroadcastss " X EARS_X##m ", %%ymm15\n\t"      \
   "vfmadd231ps %%ymm13, %%ymm15, %[" #a0 "]\n\t"   \
   "vfmadd231ps %%ymm14, %%ymm15, %[" #a1 "]\n\t"
 #define EARS_ROWS3(X) EARS_ROW(0, a0, a1, X) EARS_ROW(1, a2, a3, X) EARS_ROW(2, a4, a5, X)
 #define EARS_ROWS4(X) EARS_ROWS3(X) EARS_ROW(3, a6, a7, X)
 #define EARS_ROWS5(X) EARS_ROWS4(X) EARS_ROW(4, a8, a9, X)
 #define EARS_ROWS6(X) EARS_ROWS5(X) EARS_ROW(5, a10, a11, X)
-// Step p: one or two prefetches, k even (x at byte 8 MB p of the chunk), k odd (4 MB bytes on).
+// Step p: one or two prefetches, k even (x at byte 8 p of each row's chunk), k odd (4 bytes on).
 // FAR(p): nothing, or the line kFarBytes on into L2 (pf is kNearBytes on: 8192 bytes past it).
 #define EARS_FAR_OFF(p) ""
 #define EARS_FAR_ON(p) "prefetcht1 " #p "*64+8192(%[pf])\n\t"
@@ -230,10 +237,10 @@ EARS_AVX2 void panel_bf16(const float* xc, const uint16_t* w, int64_t ps, int64_
   FAR(p)                                                 \
   "vpunpcklwd " #p "*64(%[w]), %%ymm12, %%ymm13\n\t"     \
   "vpunpcklwd " #p "*64+32(%[w]), %%ymm12, %%ymm14\n\t"  \
-  ROWS("%c[xs]*" #p)                                     \
+  ROWS("8*" #p)                                          \
   "vpunpckhwd " #p "*64(%[w]), %%ymm12, %%ymm13\n\t"     \
   "vpunpckhwd " #p "*64+32(%[w]), %%ymm12, %%ymm14\n\t"  \
-  ROWS("%c[xs]*" #p "+%c[xh]")
+  ROWS("8*" #p "+4")
 #define EARS_CHUNK(ROWS, F)                                                                        \
   "vpxor %%ymm12, %%ymm12, %%ymm12\n\t"                                                             \
   EARS_STEP(ROWS, F, 0) EARS_STEP(ROWS, F, 1) EARS_STEP(ROWS, F, 2) EARS_STEP(ROWS, F, 3)             \
@@ -245,17 +252,17 @@ EARS_AVX2 void panel_bf16(const float* xc, const uint16_t* w, int64_t ps, int64_
 #define EARS_ACC10 EARS_ACC8, [a8] "+x"(a[8]), [a9] "+x"(a[9])
 #define EARS_ACC12 EARS_ACC10, [a10] "+x"(a[10]), [a11] "+x"(a[11])
 // (At 6 rows, 24 in-out operands + 6 = GCC's limit of 30: hence the fixed scratch registers.)
-#define EARS_CHUNK_IO                                                                         \
-  : [w] "r"(w), [x] "r"(x), [pf] "r"(pf), [xs] "i"(8 * MB), [xh] "i"(4 * MB), [hint] "i"(HINT == 1) \
+#define EARS_CHUNK_IO                                                                             \
+  : [w] "r"(w), [x] "r"(x), [x1] "r"(x + ld), [ld] "r"(ld * 4), [pf] "r"(pf), [hint] "i"(HINT == 1) \
   : "xmm12", "xmm13", "xmm14", "xmm15", "memory"
 
 // One chunk of MB rows: accumulator a[2 m + j] is row m, outputs 8 j to 8 j + 7; w the chunk's 16
-// lines, x its 32 k of the tile, pf the first of the 16 lines to prefetch: prefetcht0 (HINT 0),
+// lines, x its 32 k of row 0 (row m at x + m * ld), pf the first of the 16 lines to prefetch: prefetcht0 (HINT 0),
 // prefetcht1 (HINT 1), or prefetcht0 and each line kFarBytes on prefetcht1 (HINT 2, pf
 // kNearBytes on).
 template <int MB, int HINT>
 EARS_AVX2 __attribute__((always_inline)) inline void chunk_asm(__m256 (&a)[12], const uint16_t* w, const float* x,
-                                                               const char* pf) {
+                                                               int64_t ld, const char* pf) {
   static_assert(kFarBytes - kNearBytes == 8192, "EARS_FAR_ON's offset");
   static_assert(MB >= 3 && MB <= 6, "3 to 6 rows");
 #define EARS_CHUNK_MB(F)                                          \
@@ -275,6 +282,12 @@ EARS_AVX2 __attribute__((always_inline)) inline void chunk_asm(__m256 (&a)[12], 
   }
 #undef EARS_CHUNK_MB
 }
+#undef EARS_X0
+#undef EARS_X1
+#undef EARS_X2
+#undef EARS_X3
+#undef EARS_X4
+#undef EARS_X5
 #undef EARS_ROW
 #undef EARS_ROWS3
 #undef EARS_ROWS4
@@ -303,10 +316,12 @@ struct TileShare {
   int64_t every, phase;
 };
 
-// `chunks` chunks of an MB-row tile (x from xc) against one panel's k block w, onto acc (2 MB x
-// 8 fp32: row m, outputs 8 j on, at acc[(2 m + j) * 8]; the first k block starts from zero).
+// `chunks` chunks of an MB-row tile (x from xc, row stride ldx) against one panel's k block w, onto
+// acc (2 MB x 8 fp32: row m, outputs 8 j on, at acc[(2 m + j) * 8]; the first k block starts from
+// zero).
 template <int MB>
-EARS_AVX2 void tile_asm(const float* xc, const uint16_t* w, int64_t chunks, TileShare share, bool first, float* acc) {
+EARS_AVX2 void tile_asm(const float* xc, int64_t ldx, const uint16_t* w, int64_t chunks, TileShare share, bool first,
+                        float* acc) {
   __m256 a[12];
 #pragma GCC unroll 12
   for (int i = 0; i < 12; ++i) a[i] = i < 2 * MB && !first ? _mm256_loadu_ps(acc + i * 8) : _mm256_setzero_ps();
@@ -314,11 +329,11 @@ EARS_AVX2 void tile_asm(const float* xc, const uint16_t* w, int64_t chunks, Tile
     const uint16_t* wc = w + c * 512;
     const char* line = reinterpret_cast<const char*>(wc);
     if (share.every == 1) {
-      chunk_asm<MB, 2>(a, wc, xc + c * 32 * MB, line + kNearBytes);
+      chunk_asm<MB, 2>(a, wc, xc + c * 32, ldx, line + kNearBytes);
     } else if (cycle == share.phase) {  // c % every == phase, without a division per chunk
-      chunk_asm<MB, 1>(a, wc, xc + c * 32 * MB, line + share.ahead);
+      chunk_asm<MB, 1>(a, wc, xc + c * 32, ldx, line + share.ahead);
     } else {
-      chunk_asm<MB, 0>(a, wc, xc + c * 32 * MB, line + kNearBytes);
+      chunk_asm<MB, 0>(a, wc, xc + c * 32, ldx, line + kNearBytes);
     }
     cycle = cycle + 1 == share.every ? 0 : cycle + 1;
   }
@@ -326,16 +341,17 @@ EARS_AVX2 void tile_asm(const float* xc, const uint16_t* w, int64_t chunks, Tile
   for (int i = 0; i < 2 * MB; ++i) _mm256_storeu_ps(acc + i * 8, a[i]);
 }
 
-// One tile of 1 to 6 rows (1-2: one panel at a time) over one panel's k block.
-EARS_AVX2 void tile_bf16(int rows, const float* xc, const uint16_t* w, int64_t chunks, TileShare share, bool first,
-                         float* acc) {
+// One tile of 1 to 6 rows (x from xc, row stride ldx; 1-2 rows: one panel at a time) over one
+// panel's k block.
+EARS_AVX2 void tile_bf16(int rows, const float* xc, int64_t ldx, const uint16_t* w, int64_t chunks, TileShare share,
+                         bool first, float* acc) {
   switch (rows) {
-    case 1: panel_bf16<1, 1>(xc, w, 0, chunks, first, acc, 0); break;
-    case 2: panel_bf16<2, 1>(xc, w, 0, chunks, first, acc, 0); break;
-    case 3: tile_asm<3>(xc, w, chunks, share, first, acc); break;
-    case 4: tile_asm<4>(xc, w, chunks, share, first, acc); break;
-    case 5: tile_asm<5>(xc, w, chunks, share, first, acc); break;
-    default: tile_asm<6>(xc, w, chunks, share, first, acc); break;
+    case 1: panel_bf16<1, 1>(xc, ldx, w, 0, chunks, first, acc, 0); break;
+    case 2: panel_bf16<2, 1>(xc, ldx, w, 0, chunks, first, acc, 0); break;
+    case 3: tile_asm<3>(xc, ldx, w, chunks, share, first, acc); break;
+    case 4: tile_asm<4>(xc, ldx, w, chunks, share, first, acc); break;
+    case 5: tile_asm<5>(xc, ldx, w, chunks, share, first, acc); break;
+    default: tile_asm<6>(xc, ldx, w, chunks, share, first, acc); break;
   }
 }
 
@@ -414,14 +430,17 @@ EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16
                          const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t g0, int64_t g1) {
   const int64_t kchunks = (K + 31) / 32, Kp = kchunks * 32;
   const RowTiles tiles(M);  // up to 6 rows are one tile; 16 go as 6 + 5 + 5
-  // x widened to fp32 once per call, k-major within each row tile (tile t of rows [m0, m0 + r)
-  // at xf[m0 * Kp + k * r + (m - m0)]), zero-padded to Kp (the packed weight's padding is zero too).
+  // x widened to fp32 once per call, row m at xf + m * Kp, zero-padded to Kp (the packed weight's
+  // padding is zero too). (Tiles used to read x k-major, interleaved by row: a scalar transpose that
+  // cost 16 rows ~11 us per call at K = 2048.)
   thread_local std::vector<float> xf;
-  xf.assign(static_cast<size_t>(M * Kp), 0.0f);
-  for (int64_t t = 0, m0 = 0; t < tiles.n; m0 += tiles.rows(t), ++t) {
-    const int r = tiles.rows(t);
-    for (int m = 0; m < r; ++m)
-      for (int64_t k = 0; k < K; ++k) xf[static_cast<size_t>(m0 * Kp + k * r + m)] = from_bf16(x[(m0 + m) * ldx + k]);
+  xf.resize(static_cast<size_t>(M * Kp));
+  for (int64_t m = 0; m < M; ++m) {
+    float* row = xf.data() + m * Kp;
+    int64_t k = 0;
+    for (; k + 8 <= K; k += 8) _mm256_storeu_ps(row + k, load8(x + m * ldx + k));
+    for (; k < K; ++k) row[k] = from_bf16(x[m * ldx + k]);
+    for (; k < Kp; ++k) row[k] = 0.0f;
   }
   // 1 or 2 rows over a weight that stays in L2 across calls (the bundled models, the draft head):
   // two panels at once, for 4 or 8 FMA chains (one panel's 2 chains of FMA latency set the pace
@@ -442,15 +461,15 @@ EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16
         if (np_step == 2) {
           float* a = acc.data() + q * 96;
           if (M == 1) {
-            panel_bf16<1, 2>(xf.data() + k0, block + q * ps, ps, chunks, first, a, 96);
+            panel_bf16<1, 2>(xf.data() + k0, Kp, block + q * ps, ps, chunks, first, a, 96);
           } else {
-            panel_bf16<2, 2>(xf.data() + k0 * 2, block + q * ps, ps, chunks, first, a, 96);
+            panel_bf16<2, 2>(xf.data() + k0, Kp, block + q * ps, ps, chunks, first, a, 96);
           }
         } else {
           for (int64_t t = 0, m0 = 0; t < tiles.n; m0 += tiles.rows(t), ++t) {
             const int rows = tiles.rows(t);
             const TileShare share{kPanelGroupRows * kBlockK * 2 + 2048, tiles.n, t};  // a block group, 2 KiB on
-            tile_bf16(rows, xf.data() + m0 * Kp + k0 * rows, block + q * ps, chunks, share, first,
+            tile_bf16(rows, xf.data() + m0 * Kp + k0, Kp, block + q * ps, chunks, share, first,
                       acc.data() + (q * tiles.n + t) * 96);
           }
         }
@@ -643,48 +662,54 @@ EARS_AVX2 void weighted_values(const float* p, const typename KV::T* v, int64_t 
 
 // One row's raw scores q . k_j (scratch[0, n_keys)) -> its probabilities, rounded as HF rounds:
 // round(q . k_j), times the scale and rounded again (HF: matmul, then * scaling), softmax in fp32,
-// rounded. 8 keys at a time (the scalar tail padded with -inf: exp gives 0); the same roundings
-// per key as the scalar formula.
+// rounded. 8 keys at a time, the last partial 8 through a lane mask (the lanes past n_keys read as
+// -inf: exp gives 0); the same roundings per key as the scalar formula. (The tail used to go
+// through a stack buffer and a memcpy in each of the three passes, and the last pass's tail was
+// scalar.)
+// scratch[j, j + 8): whole before `full`, else the lanes `mask` keeps (the others -inf / not stored).
+struct ScoreChunks {
+  float* s;
+  int64_t full;
+  __m256i mask;
+  EARS_AVX2 __m256 load(int64_t j) const {
+    return j < full ? _mm256_loadu_ps(s + j)
+                    : _mm256_blendv_ps(_mm256_set1_ps(-std::numeric_limits<float>::infinity()),
+                                       _mm256_maskload_ps(s + j, mask), _mm256_castsi256_ps(mask));
+  }
+  EARS_AVX2 void store(int64_t j, __m256 v) const {
+    if (j < full) {
+      _mm256_storeu_ps(s + j, v);
+    } else {
+      _mm256_maskstore_ps(s + j, mask, v);
+    }
+  }
+};
+
 template <class E>
 EARS_AVX2 void softmax_scores(float* scratch, int64_t n_keys, float scale) {
-  int64_t j = 0;
   const int64_t full = n_keys / 8 * 8;
-  auto tail = [&](float* buf) {
-    for (int l = 0; l < 8; ++l) buf[l] = full + l < n_keys ? scratch[full + l] : -std::numeric_limits<float>::infinity();
-  };
+  const ScoreChunks c{scratch, full,
+                      _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n_keys - full)),
+                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))};
+  const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   const __m256 vscale = _mm256_set1_ps(scale);
-  __m256 vmax = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-  for (j = 0; j < n_keys; j += 8) {
-    float* sj = scratch + j;
-    alignas(32) float buf[8];
-    if (j == full) {
-      tail(buf);
-      sj = buf;
-    }
-    const __m256 sc = E::round(_mm256_mul_ps(E::round(_mm256_loadu_ps(sj)), vscale));
-    _mm256_storeu_ps(sj, sc);
-    if (j == full) std::memcpy(scratch + j, buf, static_cast<size_t>(n_keys - j) * sizeof(float));
+  __m256 vmax = ninf;
+  for (int64_t j = 0; j < n_keys; j += 8) {
+    const __m256 sc = E::round(_mm256_mul_ps(E::round(c.load(j)), vscale));
+    c.store(j, sc);
     vmax = _mm256_max_ps(vmax, sc);
   }
   const __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
   const __m128 m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
   const __m256 mx = _mm256_set1_ps(_mm_cvtss_f32(_mm_max_ss(m2, _mm_shuffle_ps(m2, m2, 1))));
   __m256 vsum = _mm256_setzero_ps();
-  for (j = 0; j < n_keys; j += 8) {
-    alignas(32) float buf[8];
-    float* sj = scratch + j;
-    if (j == full) {
-      tail(buf);
-      sj = buf;
-    }
-    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sj), mx));
-    _mm256_storeu_ps(sj, e);
-    if (j == full) std::memcpy(scratch + j, buf, static_cast<size_t>(n_keys - j) * sizeof(float));
+  for (int64_t j = 0; j < n_keys; j += 8) {
+    const __m256 e = exp_ps(_mm256_sub_ps(c.load(j), mx));
+    c.store(j, e);
     vsum = _mm256_add_ps(vsum, e);
   }
   const __m256 sum = _mm256_set1_ps(hsum(vsum));
-  for (j = 0; j < full; j += 8) _mm256_storeu_ps(scratch + j, E::round(_mm256_div_ps(_mm256_loadu_ps(scratch + j), sum)));
-  for (j = full; j < n_keys; ++j) scratch[j] = E::round(scratch[j] / _mm256_cvtss_f32(sum));
+  for (int64_t j = 0; j < n_keys; j += 8) c.store(j, E::round(_mm256_div_ps(c.load(j), sum)));
 }
 
 // One query row; K and V hold KV's elements (E's own, or fp32 widened from them exactly: the same
