@@ -257,9 +257,9 @@ EARS_AVX2 void panel_bf16(const float* xc, int64_t ldx, const uint16_t* w, int64
   : "xmm12", "xmm13", "xmm14", "xmm15", "memory"
 
 // One chunk of MB rows: accumulator a[2 m + j] is row m, outputs 8 j to 8 j + 7; w the chunk's 16
-// lines, x its 32 k of row 0 (row m at x + m * ld), pf the first of the 16 lines to prefetch: prefetcht0 (HINT 0),
-// prefetcht1 (HINT 1), or prefetcht0 and each line kFarBytes on prefetcht1 (HINT 2, pf
-// kNearBytes on).
+// lines, x its 32 k of row 0 (row m at x + m * ld), pf the first of the 16 lines to prefetch:
+// prefetcht0 (HINT 0), prefetcht1 (HINT 1), or prefetcht0 and each line kFarBytes on prefetcht1
+// (HINT 2, pf kNearBytes on).
 template <int MB, int HINT>
 EARS_AVX2 __attribute__((always_inline)) inline void chunk_asm(__m256 (&a)[12], const uint16_t* w, const float* x,
                                                                int64_t ld, const char* pf) {
@@ -660,12 +660,6 @@ EARS_AVX2 void weighted_values(const float* p, const typename KV::T* v, int64_t 
   for (int c = 0; c < NC; ++c) E::store(out + (c0 + c) * 8, acc[c], hd - (c0 + c) * 8);
 }
 
-// One row's raw scores q . k_j (scratch[0, n_keys)) -> its probabilities, rounded as HF rounds:
-// round(q . k_j), times the scale and rounded again (HF: matmul, then * scaling), softmax in fp32,
-// rounded. 8 keys at a time, the last partial 8 through a lane mask (the lanes past n_keys read as
-// -inf: exp gives 0); the same roundings per key as the scalar formula. (The tail used to go
-// through a stack buffer and a memcpy in each of the three passes, and the last pass's tail was
-// scalar.)
 // scratch[j, j + 8): whole before `full`, else the lanes `mask` keeps (the others -inf / not stored).
 struct ScoreChunks {
   float* s;
@@ -685,6 +679,12 @@ struct ScoreChunks {
   }
 };
 
+// One row's raw scores q . k_j (scratch[0, n_keys)) -> its probabilities, rounded as HF rounds:
+// round(q . k_j), times the scale and rounded again (HF: matmul, then * scaling), softmax in fp32,
+// rounded. 8 keys at a time, the last partial 8 through a lane mask (the lanes past n_keys read as
+// -inf: exp gives 0); the same roundings per key as the scalar formula. (The tail used to go
+// through a stack buffer and a memcpy in each of the three passes, and the last pass's tail was
+// scalar.)
 template <class E>
 EARS_AVX2 void softmax_scores(float* scratch, int64_t n_keys, float scale) {
   const int64_t full = n_keys / 8 * 8;
