@@ -437,9 +437,9 @@ EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16
   xf.resize(static_cast<size_t>(M * Kp));
   for (int64_t m = 0; m < M; ++m) {
     float* row = xf.data() + m * Kp;
-    int64_t k = 0;
-    for (; k + 8 <= K; k += 8) _mm256_storeu_ps(row + k, load8(x + m * ldx + k));
-    for (; k < K; ++k) row[k] = from_bf16(x[m * ldx + k]);
+    const uint16_t* xr = x + m * ldx;
+    int64_t k = 0;  // the last partial 8 by load8_tail (zeros past K; Kp is a multiple of 32 >= K)
+    for (; k < K; k += 8) _mm256_storeu_ps(row + k, K - k >= 8 ? load8(xr + k) : load8_tail(xr + k, K - k));
     for (; k < Kp; ++k) row[k] = 0.0f;
   }
   // 1 or 2 rows over a weight that stays in L2 across calls (the bundled models, the draft head):
