@@ -380,6 +380,10 @@ TEST(ConfigErrors, YamlSyntaxErrorHasFileLineColumn) {
             std::string::npos);  // A list key written as a single string goes through the same check (it once skipped it).
   EXPECT_NE(error_of(inject("decoding:", "  stop: \"a\\x07b\"")).find("decoding.stop: the value contains the control character U+0007"),
             std::string::npos);
+  EXPECT_NE(error_of(inject("decoding:", "  stop: [\"\\N\"]")).find("decoding.stop.0: the value is not valid UTF-8 (byte 0x85)"),
+            std::string::npos);  // yaml-cpp's "\N" is a lone byte (fuzz_config found it breaking the round trip)
+  EXPECT_NE(error_of(kBase + "description: \"a\\_\"\n").find("description: the value is not valid UTF-8 (byte 0xA0)"),
+            std::string::npos);
 }
 
 // ------------------------------------------------------------------ --set overrides

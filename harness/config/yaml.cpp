@@ -63,6 +63,10 @@ std::string as_string(const Ctx& c, const Node& n, const std::string& path) {
   for (unsigned char b : n.Scalar())  // e.g. from a "\x18" escape
     if (is_control(b))
       fail_at(c, n, path, fmt::format("the value contains the control character U+{:04X}", b), "remove it");
+  // yaml-cpp decodes the escapes "\N" and "\_" to the lone bytes 0x85 / 0xA0, not UTF-8 (found by fuzz_config).
+  if (size_t at = utf8::first_invalid(n.Scalar()); at != std::string::npos)
+    fail_at(c, n, path, fmt::format("the value is not valid UTF-8 (byte 0x{:02X})", static_cast<unsigned char>(n.Scalar()[at])),
+            "write the character itself instead of a \\N or \\_ escape");
   return n.Scalar();
 }
 
