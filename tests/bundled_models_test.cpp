@@ -69,7 +69,12 @@ TEST(BundledModels, FilesMatchRecordedSha256AndFitTheBudget) {
 }
 
 TEST(BundledModels, LoadAsShipped) {
-  EXPECT_EQ(CausalLM::load(kModels / "tiny-qwen3").dtype(), at::kBFloat16);  // config torch_dtype
+  // `dtype: auto` keeps the config's torch_dtype (bf16) where a kernel path or the CPU itself computes
+  // bf16, and takes float32 where LibTorch would emulate it (the aten path on an AVX2-only CPU).
+  const CausalLM shipped = CausalLM::load(kModels / "tiny-qwen3");
+  EXPECT_EQ(shipped.config().torch_dtype, at::kBFloat16);
+  const bool bf16_computed = kernels::path() != kernels::Path::aten || kernels::native_bf16();
+  EXPECT_EQ(shipped.dtype(), bf16_computed ? at::kBFloat16 : at::kFloat);
   EXPECT_EQ(target().dtype(), at::kFloat);
   EXPECT_EQ(target().config().vocab_size, tokenizer().vocab_size());
   EXPECT_EQ(head().aux_layers().size(), 3u);
