@@ -2,6 +2,8 @@
 # make test  — install missing packages, build, run the test suite (ctest)
 # make test-asan — the whole suite built with AddressSanitizer + UBSan (build-asan/)
 # make fuzz  — libFuzzer targets (clang), FUZZ_SECONDS each (build-fuzz/); make fuzz-ci: 20 s each
+# make test-asan-ci — CI's sanitizer subset: the torch-free test binaries of that same clang build
+#              (ASan + UBSan), so CI compiles the torch-free code once for both
 # make test-torch2 — the second toolchain: PyPI torch 2.x (CUDA build) in a venv under
 #              ~/.cache/ears-bench (scripts/setup.sh --torch2), everything built against it with the
 #              CUDA Toolkit (build-torch2/, CUDA code paths and NVTX included), the whole suite plus
@@ -13,10 +15,9 @@ CMAKE_FLAGS ?=
 FUZZ_SECONDS ?= 60
 ASAN_TESTS ?= .
 ASAN_TARGETS ?= all
-# CI's sanitizer subset: the torch-free parsers, data, reports and config (see docs/reliability.md).
-ASAN_CI_TARGETS = tokenizer_tests data_tests report_tests config_tests
+UBSAN_ENV = UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
-.PHONY: setup build run test test-asan test-asan-ci fuzz fuzz-ci build-torch2 test-torch2 clean
+.PHONY: setup build run test test-asan test-asan-ci build-fuzz fuzz fuzz-ci build-torch2 test-torch2 clean
 
 setup:
 	@scripts/setup.sh
@@ -30,26 +31,32 @@ build: setup $(BUILD)/build.ninja
 run: build
 	scripts/quickstart.sh $(BUILD)/ears-bench
 
+# ctest -j: most test binaries keep one core busy (CLI processes, small models), so they run
+# side by side; none shares a file with another.
 test: build
-	cd $(BUILD) && ctest --output-on-failure
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# ASAN_TESTS: a ctest -R regex (CI runs a subset, see .ci/run). Leaks are not reported: LibTorch
+# ASAN_TESTS: a ctest -R regex, ASAN_TARGETS: what to build. Leaks are not reported: LibTorch
 # keeps global allocations alive until exit. -O1 -g1 (line tables only): an ASan build of the
 # LibTorch translation units with full debug info takes several times longer.
 test-asan: setup
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -g1" \
 	  -DEARS_SANITIZE=ON $(CMAKE_FLAGS)
 	cmake --build build-asan -j $(JOBS) --target $(ASAN_TARGETS)
-	cd build-asan && ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  ctest --output-on-failure -R '$(ASAN_TESTS)'
+	cd build-asan && ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 $(UBSAN_ENV) ctest --output-on-failure -j $(JOBS) -R '$(ASAN_TESTS)'
 
-test-asan-ci:
-	$(MAKE) test-asan ASAN_TARGETS="$(ASAN_CI_TARGETS)" ASAN_TESTS="^($(subst $(eval) ,|,$(ASAN_CI_TARGETS)))$$"
-
-fuzz:
+# The clang build of the torch-free code (EARS_FUZZ in CMakeLists.txt): ASan + UBSan, the
+# libFuzzer targets and the torch-free test binaries (the suite it registers).
+build-fuzz:
 	@scripts/setup.sh --fuzz
 	CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEARS_FUZZ=ON
 	cmake --build build-fuzz -j $(JOBS)
+
+# Torch-free, so leaks are reported here.
+test-asan-ci: build-fuzz
+	cd build-fuzz && ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 $(UBSAN_ENV) ctest --output-on-failure -j $(JOBS)
+
+fuzz: build-fuzz
 	scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS)
 
 fuzz-ci:
@@ -65,7 +72,7 @@ build-torch2:
 	cmake --build build-torch2 -j $(JOBS)
 
 test-torch2: build-torch2
-	cd build-torch2 && ctest --output-on-failure
+	cd build-torch2 && ctest --output-on-failure -j $(JOBS)
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz build-torch2
