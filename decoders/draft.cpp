@@ -1,7 +1,8 @@
 // What every drafter shares (decoders/draft.h).
 #include "decoders/draft.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 
 #include <cmath>
 

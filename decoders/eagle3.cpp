@@ -1,6 +1,13 @@
 #include "decoders/eagle3.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/embedding.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -8,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "decoders/aten_operators.h"
 #include "decoders/layers.h"
 #include "decoders/safetensors.h"
 #include "harness/base/files.h"

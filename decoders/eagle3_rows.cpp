@@ -7,7 +7,8 @@
 // Numerics: linear, RMSNorm, RoPE, attention and SwiGLU are the kernels the ATen path calls, so
 // they round identically. The residual adds round once per op to the compute dtype, as Hugging
 // Face's bf16 module does: h = bf16(g + o), out = bf16(h + down).
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 
 #include <algorithm>
 #include <cmath>

@@ -1,11 +1,19 @@
 #include "decoders/engine.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/isfinite.h>
+#include <ATen/ops/logical_not.h>
+#include <ATen/ops/one_hot.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 
 #include <algorithm>
 #include <cmath>
 #include <optional>
 
+#include "decoders/aten_operators.h"
 #include "decoders/draft.h"
 #include "decoders/model.h"
 #include "decoders/runtime.h"

@@ -1,13 +1,18 @@
 #include "decoders/kv_cache.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/index_select.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "decoders/aten_operators.h"
 #include "decoders/weight_memory.h"
 #include "harness/base/error.h"
 

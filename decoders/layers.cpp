@@ -1,8 +1,20 @@
 #include "decoders/layers.h"
 
-#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/linear.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/pow.h>
+#if __has_include(<ATen/ops/scaled_dot_product_attention.h>)  // LibTorch >= 2.0 (EARS_HAVE_SDPA: >= 2.1)
+#include <ATen/ops/scaled_dot_product_attention.h>
+#endif
+#include <ATen/ops/silu.h>
+#include <ATen/ops/softmax.h>
+#include <ATen/ops/where.h>
 #include <torch/csrc/api/include/torch/version.h>
 
 #include <algorithm>
@@ -11,6 +23,7 @@
 #include <limits>
 #include <vector>
 
+#include "decoders/aten_operators.h"
 #include "decoders/cpu_avx2.h"
 #include "decoders/cpu_bf16.h"
 #include "decoders/kernel_path.h"

@@ -1,10 +1,14 @@
 #include "decoders/model.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/embedding.h>
 
 #include <chrono>
 #include <cmath>
 
+#include "decoders/aten_operators.h"
 #include "decoders/kernel_path.h"
 #include "decoders/safetensors.h"
 #include "harness/base/error.h"

@@ -3,7 +3,12 @@
 // Its cache mirrors the target's token sequence. At each propose() it is fed two tokens, the one
 // before x_last and x_last itself (fixed shape for every sequence, whatever was accepted: the
 // first of the two re-writes an entry that may already be cached), then gamma-1 single tokens.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/constant_pad_nd.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/tensor.h>
 
 #include <algorithm>
 

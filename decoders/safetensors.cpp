@@ -1,6 +1,8 @@
 #include "decoders/safetensors.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>

@@ -1,10 +1,18 @@
 #include "decoders/sampling.h"
 
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/minimum.h>
+#include <ATen/ops/ones_like.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/searchsorted.h>
+#include <ATen/ops/zeros_like.h>
 
 #include <cmath>
 
+#include "decoders/aten_operators.h"
 #include "decoders/param_ranges.h"
 #include "harness/base/error.h"
 

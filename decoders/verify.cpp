@@ -1,9 +1,18 @@
 #include "decoders/verify.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/full_like.h>
+#include <ATen/ops/ones_like.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/xlogy.h>
+#include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
 
 #include <cmath>
 
+#include "decoders/aten_operators.h"
 #include "decoders/param_ranges.h"
 #include "decoders/sampling.h"
 #include "harness/base/error.h"

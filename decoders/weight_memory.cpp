@@ -1,6 +1,7 @@
 #include "decoders/weight_memory.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/from_blob.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
 

@@ -2,7 +2,8 @@
 # The include rules (docs/architecture.md), checked by ctest (include_rules) and so by CI:
 #   1. harness/base/ (errors, strings, files, rng, UTF-8) includes nothing else of the repository;
 #   2. decoders/, datasets/ and reports/ include nothing from harness/ except harness/base/;
-#   3. no file includes <torch/torch.h> (ATen headers only: each LibTorch TU stays cheap);
+#   3. no file includes <torch/torch.h>, <ATen/ATen.h> or <ATen/Functions.h> (every operator:
+#      ~10 s of parsing per TU); <ATen/core/Tensor.h> and the per-operator <ATen/ops/*.h> instead;
 #   4. inside harness/, each folder includes only the folders below it:
 #        base < config < run < train < bench < cli   (cli/ is the top: main and the commands).
 # Prints one line per violation (file:line: the include; the rule) and exits 1 when there is any.
@@ -23,6 +24,11 @@ done < <(grep -nE '^\s*#\s*include\s+"harness/' decoders/*.h decoders/*.cpp data
 while IFS= read -r hit; do
   report "$hit" "never include <torch/torch.h>; include the ATen headers the file needs"
 done < <(grep -rnE '^\s*#\s*include\s+<torch/torch\.h>' --include='*.h' --include='*.cpp' \
+                harness decoders datasets reports tests)
+
+while IFS= read -r hit; do
+  report "$hit" "never include <ATen/ATen.h> or <ATen/Functions.h>; include <ATen/core/Tensor.h> and the <ATen/ops/NAME.h> of each at::NAME the file calls"
+done < <(grep -rnE '^\s*#\s*include\s+<ATen/(ATen|Functions)\.h>' --include='*.h' --include='*.cpp' \
                 harness decoders datasets reports tests)
 
 # Rule 4: the harness/ folders below each one (a folder may always include itself).

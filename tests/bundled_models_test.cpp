@@ -3,13 +3,16 @@
 // when they were trained (tests/data/bundled-greedy.json), and EAGLE-3 speculative decoding at
 // T = 0 reproduces the target's own greedy output token for token on synth-gsm test problems
 // (float32 compute; configs/quickstart-greedy.yaml measures the same in bf16, at speed).
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/tensor.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <tuple>
 
 #include "datasets/synth_gsm.h"
+#include "decoders/aten_operators.h"
 #include "decoders/draft.h"
 #include "decoders/eagle3.h"
 #include "decoders/engine.h"

@@ -2,7 +2,6 @@
 // (shared/fixtures/README.md): T = 0 equivalence with plain greedy decoding for every verifier /
 // gamma / draft kind / draft sampling mode / batch layout, self-drafting, statistics bookkeeping,
 // host syncs, batch independence, stop conditions and EARS pardons.
-#include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
 #include <functional>

@@ -1,7 +1,15 @@
 // The speculative decoding engine's drafters (decoders/eagle3.h, decoders/draft.h) on the golden
 // fixtures (shared/fixtures/README.md): EAGLE-3 head numerics (prefill, chain, the raw-rows step on
 // every kernel path), the model drafter's greedy chain, and drafter rollback against a fresh start.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/one_hot.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 #include <nlohmann/json.hpp>
 
 #include <functional>

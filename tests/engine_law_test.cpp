@@ -35,9 +35,11 @@
 //   bonus = the draft's (gamma+1)-th token instead of a p_t sample  the 4 gamma-1 tests fail
 //                                                                   (gamma 2: bonus is token 4)
 //   EARS u = 1 - max softmax(raw logits), not the processed p_t     both EARS T = 0.7 tests fail
-#include <ATen/ATen.h>
-#include <ATen/core/grad_mode.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/tensor.h>
 
 #include <algorithm>
 #include <cmath>
@@ -47,6 +49,7 @@
 #include <string>
 #include <vector>
 
+#include "decoders/aten_operators.h"
 #include "decoders/draft.h"
 #include "decoders/engine.h"
 #include "decoders/model.h"

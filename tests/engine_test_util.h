@@ -2,7 +2,7 @@
 // fixture models (loaded once per process), prompts and requests, decode params, the bookkeeping
 // identities, and the memoised plain greedy reference.
 #pragma once
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 

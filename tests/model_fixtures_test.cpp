@@ -1,7 +1,10 @@
 // CausalLM / KVCache against the golden fixtures (shared/fixtures/README.md), and model config /
 // checkpoint errors.
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/tensor.h>
 #include <nlohmann/json.hpp>
 
 #include <fstream>

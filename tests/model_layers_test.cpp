@@ -1,7 +1,25 @@
 // decoders/ layers and CPU kernels, Qwen2 / Llama bias paths on tiny random checkpoints, parameter
 // counts, and the fused attention path.
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/eye.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/isfinite.h>
+#include <ATen/ops/linear.h>
+#include <ATen/ops/linspace.h>
+#include <ATen/ops/mv.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/softmax.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -9,6 +27,7 @@
 #include <memory>
 #include <utility>
 
+#include "decoders/aten_operators.h"
 #include "decoders/cpu_bf16.h"
 #include "decoders/kernel_path.h"
 #include "decoders/layers.h"

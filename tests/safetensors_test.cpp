@@ -1,5 +1,6 @@
 // Checkpoint (mmap'd safetensors reader) and the torch-free header validator.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
 #include <unistd.h>
 
 #include <cstring>

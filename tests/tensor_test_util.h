@@ -1,12 +1,15 @@
 // Tensor helpers shared by the tensor tests: golden JSON values -> tensors, and error measures.
 #pragma once
-#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/tensor.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <functional>
 #include <vector>
+
+#include "decoders/aten_operators.h"
 
 namespace ears::test {
 

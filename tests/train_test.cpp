@@ -1,8 +1,19 @@
 // Training pieces of the embedded default pair: BPE trainer -> tokenizer.json, safetensors
 // writer -> Checkpoint, the training forward vs CausalLM, AdamW on a micro model, and the
 // EAGLE-3 training-time-test forward vs Eagle3Head (save + load + same logits).
-#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/randn_like.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -10,6 +21,7 @@
 #include <filesystem>
 
 #include "datasets/synth_gsm.h"
+#include "decoders/aten_operators.h"
 #include "decoders/eagle3.h"
 #include "decoders/model.h"
 #include "decoders/safetensors.h"

@@ -2,9 +2,26 @@
 // statistical tests use fixed seeds, run verify on large batches (rows are independent trials)
 // and compare empirical distributions to the exact ones with a chi-square goodness-of-fit test
 // (p > 1e-3) or binomial z-tests (5σ).
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/bincount.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/log.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/randint.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/searchsorted.h>
+#include <ATen/ops/softmax.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/xlogy.h>
+#include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
 
 #include <cmath>
 #include <cstdio>
@@ -12,6 +29,7 @@
 #include <limits>
 #include <vector>
 
+#include "decoders/aten_operators.h"
 #include "decoders/sampling.h"
 #include "decoders/verify.h"
 #include "harness/base/error.h"

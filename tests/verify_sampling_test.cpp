@@ -1,9 +1,19 @@
 // Tests for decoders/sampling (process_logits, sample_from_probs, RequestRng) and the chi-square
 // helper. The statistical tests use fixed seeds and compare empirical distributions to the exact
 // ones with a chi-square goodness-of-fit test (p > 1e-3).
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/bincount.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/isfinite.h>
+#include <ATen/ops/log.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 
 #include <cmath>
 #include <cstdio>
@@ -11,6 +21,7 @@
 #include <limits>
 #include <vector>
 
+#include "decoders/aten_operators.h"
 #include "decoders/sampling.h"
 #include "decoders/verify.h"
 #include "harness/base/error.h"

@@ -1,13 +1,17 @@
 // Helpers shared by the decoders/ sampling and verify tests (verify_sampling_test.cpp,
 // verify_kinds_test.cpp): chi-square p-values, tensor -> vector, random distributions.
 #pragma once
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/softmax.h>
 
 #include <cmath>
 #include <utility>
 #include <vector>
 
+#include "decoders/aten_operators.h"
 #include "tests/chi2.h"
 
 namespace ears::test::verify_test {

@@ -1,5 +1,4 @@
 #include "harness/bench/common.h"
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

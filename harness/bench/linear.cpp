@@ -3,11 +3,13 @@
 // counts, next to the bandwidth floor of streaming the weight once. It separates what a forward's
 // step ratios owe to the kernel (compute at many rows, streaming at one) from the rest of the
 // forward (bench forward).
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/randn.h>
 
 #include <algorithm>
 
+#include "decoders/aten_operators.h"
 #include "decoders/kernel_path.h"
 #include "decoders/layers.h"
 #include "decoders/model_config.h"

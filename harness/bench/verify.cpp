@@ -1,6 +1,8 @@
 #include "harness/bench/common.h"
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/randn.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -14,6 +16,7 @@
 #include <thread>
 
 #include "harness/bench/probe.h"
+#include "decoders/aten_operators.h"
 #include "decoders/kernel_path.h"
 #include "decoders/layers.h"
 #include "decoders/engine.h"

@@ -1,5 +1,8 @@
 // Model-level commands: forward (checkpoint sanity check), tokenize, generate.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>

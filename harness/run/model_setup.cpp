@@ -1,7 +1,5 @@
 #include "harness/run/model_setup.h"
 
-#include <ATen/ATen.h>
-
 #include <algorithm>
 #include <filesystem>
 

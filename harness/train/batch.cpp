@@ -1,10 +1,13 @@
 #include "harness/train/batch.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/tensor.h>
 
 #include <algorithm>
 #include <numeric>
 
+#include "decoders/aten_operators.h"
 #include "harness/base/rng.h"
 
 namespace ears {

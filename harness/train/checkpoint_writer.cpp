@@ -1,6 +1,8 @@
 #include "harness/train/checkpoint_writer.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/zeros.h>
 #include <nlohmann/json.hpp>
 
 #include <fstream>

@@ -1,7 +1,18 @@
 #include "harness/train/eagle3.h"
 
-#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/embedding.h>
+#include <ATen/ops/log_softmax.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/softmax.h>
+#include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -9,6 +20,7 @@
 #include <cmath>
 #include <limits>
 
+#include "decoders/aten_operators.h"
 #include "decoders/layers.h"
 #include "decoders/model.h"
 #include "decoders/runtime.h"

@@ -1,7 +1,5 @@
 #include "harness/train/eval.h"
 
-#include <ATen/ATen.h>
-
 #include <algorithm>
 #include <memory>
 #include <optional>

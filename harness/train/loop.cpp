@@ -1,11 +1,13 @@
 #include "harness/train/loop.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/zeros.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 
+#include "decoders/aten_operators.h"
 #include "decoders/runtime.h"
 #include "harness/train/optimizer.h"
 

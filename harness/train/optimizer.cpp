@@ -1,11 +1,15 @@
 #include "harness/train/optimizer.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
 
 #include <algorithm>
 #include <cmath>
 
+#include "decoders/aten_operators.h"
 #include "harness/base/error.h"
 
 namespace ears {

@@ -1,12 +1,20 @@
 #include "harness/train/target.h"
 
-#include <ATen/ATen.h>
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Reduction.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/cross_entropy_loss.h>
+#include <ATen/ops/embedding.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/silu.h>
 #include <fmt/format.h>
 
 #include <cmath>
 
+#include "decoders/aten_operators.h"
 #include "decoders/layers.h"
 #include "decoders/runtime.h"
 #include "decoders/safetensors.h"
