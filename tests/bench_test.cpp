@@ -233,7 +233,9 @@ TEST(BenchCli, ForwardCompareKernelsTimesBothPathsSideBySide) {
 }
 
 TEST(BenchCli, ForwardPhasesCoverEveryShapeAndAddUp) {
-  json j = run_json("bench forward --quick --dtype float32 --batch 1 --phases --repeats 20 --json");
+  // One thread: a stolen core stalls no barrier (2 threads on a shared VM once timed a 0.2 ms step
+  // at 1.5 ms, median of 20).
+  json j = run_json("bench forward --quick --dtype float32 --batch 1 --phases --repeats 40 --threads 1 --json");
   expect_header(j, "forward", 2);
   ASSERT_EQ(j["phases"].size(), j["rows"].size());  // one phase row per timed shape, same order
   const std::vector<std::string> names = {"norms", "qkv", "qk_rope_kv", "attention", "o_proj", "mlp", "logits", "rest"};
@@ -250,11 +252,12 @@ TEST(BenchCli, ForwardPhasesCoverEveryShapeAndAddUp) {
     EXPECT_GT(p["qkv_ms"].get<double>(), 0.0) << p.dump();
     EXPECT_GT(p["mlp_ms"].get<double>(), 0.0) << p.dump();
     EXPECT_NEAR(p["total_ms"].get<double>(), sum, 1e-9 * sum);
-    // Clocked forwards cost what the timed ones did: a median vs a mean of 20 sub-millisecond
-    // forwards on a shared machine, so only a unit slip (10x, 1000x) is ruled out.
+    // Clocked forwards cost what the timed ones did: a median vs a mean of 40 sub-millisecond
+    // forwards on a shared machine, so only a slip of units (1000x) or of the divisor (the sum
+    // over the 40 forwards instead of the mean: 40x) is ruled out.
     const double timed = j["rows"][i]["ms_per_step"].get<double>();
-    EXPECT_GT(sum, timed / 5) << p.dump();
-    EXPECT_LT(sum, timed * 5) << p.dump();
+    EXPECT_GT(sum, timed / 12) << p.dump();
+    EXPECT_LT(sum, timed * 12) << p.dump();
   }
   EXPECT_NE(j["conventions"]["phases"].get<std::string>().find("attention = attention over the cache"),
             std::string::npos);
