@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "decoders/safetensors_header.h"
+#include "harness/bench/common.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;
@@ -285,8 +286,8 @@ TEST(BenchCli, LinearQuickJsonAndMarkdown) {
     EXPECT_NEAR(r["floor_ms"].get<double>(), r["weight_bytes"].get<double>() / j["floor_read_gbps"].get<double>() / 1e6,
                 1e-12);
     EXPECT_NEAR(r["ratio"].get<double>(), r["ms"].get<double>() / r["floor_ms"].get<double>(), 1e-9);
-    const double first = j["rows"][i - i % 2]["ms"].get<double>();
-    EXPECT_NEAR(r["over_min_rows"].get<double>(), r["ms"].get<double>() / first, 1e-9);
+    // Paired by round (TimedRounds below): the fewest rows over themselves is 1 in every round.
+    if (i % 2 == 0) EXPECT_EQ(r["over_min_rows"].get<double>(), 1.0);
   }
   expect_compute_floors(j);
   ExeRun md = run("bench linear --quick --rows 2");
@@ -296,6 +297,20 @@ TEST(BenchCli, LinearQuickJsonAndMarkdown) {
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("--rows"), std::string::npos) << bad.err;
   EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+}
+
+// Ratios between functions timed side by side are paired: the median of the rounds' ratios,
+// not the ratio of the medians (which a slow spell in one function's rounds would move).
+TEST(TimedRounds, RatiosArePairedByRound) {
+  // Per-round ratios 2, 0.5, 3, 2, 0.5 -> median 2; the medians' ratio would be 30 / 20 = 1.5.
+  const ears::bench::TimedRounds odd{{{10, 20, 30, 40, 50}, {5, 40, 10, 20, 100}}};
+  EXPECT_DOUBLE_EQ(odd.paired_ratio(0, 1), 2.0);
+  EXPECT_DOUBLE_EQ(odd.paired_ratio(1, 1), 1.0);
+  EXPECT_DOUBLE_EQ(odd.median_ms(0), 30.0);
+  EXPECT_DOUBLE_EQ(odd.median_ms(1), 20.0);
+  // An even count of rounds: the mean of the middle two ratios (1, 2, 3, 4 -> 2.5).
+  const ears::bench::TimedRounds even{{{4, 1, 3, 2}, {1, 1, 1, 1}}};
+  EXPECT_DOUBLE_EQ(even.paired_ratio(0, 1), 2.5);
 }
 
 TEST(BenchCli, VerifyQuickJson) {

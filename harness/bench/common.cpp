@@ -157,22 +157,32 @@ double median(std::vector<double> v) {
 }
 
 
-// Median wall time (ms) of each function over `repeats` runs after `warmup` runs, device
-// synchronised, the functions taking turns (rotating).
-std::vector<double> time_side_by_side(const std::vector<std::function<void()>>& fns, int warmup, int repeats,
-                                      c10::Device device) {
+double TimedRounds::median_ms(size_t k) const { return median(ms.at(k)); }
+
+std::vector<double> TimedRounds::medians() const {
+  std::vector<double> m;
+  for (size_t k = 0; k < ms.size(); ++k) m.push_back(median_ms(k));
+  return m;
+}
+
+double TimedRounds::paired_ratio(size_t a, size_t b) const {
+  std::vector<double> r;
+  for (size_t i = 0; i < ms.at(a).size() && i < ms.at(b).size(); ++i) r.push_back(ms[a][i] / ms[b][i]);
+  return median(std::move(r));
+}
+
+TimedRounds time_side_by_side(const std::vector<std::function<void()>>& fns, int warmup, int repeats,
+                              c10::Device device) {
   for (int i = 0; i < warmup; ++i)
     for (const auto& fn : fns) fn();
   DeviceTimer timer(device);
-  std::vector<std::vector<double>> t(fns.size());
+  TimedRounds t{std::vector<std::vector<double>>(fns.size())};
   rotating(fns.size(), repeats, [&](size_t k) {
     timer.start();
     fns[k]();
-    t[k].push_back(timer.stop_ms());
+    t.ms[k].push_back(timer.stop_ms());
   });
-  std::vector<double> medians;
-  for (auto& samples : t) medians.push_back(median(std::move(samples)));
-  return medians;
+  return t;
 }
 
 json bench_doc(const std::string& command, json env, const json& readings) {
@@ -187,7 +197,7 @@ json bench_doc(const std::string& command, json env, const json& readings) {
 }
 
 double time_ms(const std::function<void()>& fn, int warmup, int repeats, c10::Device device) {
-  return time_side_by_side({fn}, warmup, repeats, device)[0];
+  return time_side_by_side({fn}, warmup, repeats, device).median_ms(0);
 }
 
 void emit(const BenchCommon& c, const json& doc, const std::string& markdown) {

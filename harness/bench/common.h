@@ -64,10 +64,20 @@ void rotating(size_t n, int repeats, Run&& run) {
     for (size_t i = 0; i < n; ++i) run((i + static_cast<size_t>(r)) % n);
 }
 
-// Median wall time (ms) of each function over `repeats` runs after `warmup` runs, device
-// synchronised, the functions taking turns (rotating).
-std::vector<double> time_side_by_side(const std::vector<std::function<void()>>& fns, int warmup, int repeats,
-                                      c10::Device device);
+// Wall times (ms, device synchronised) of functions timed side by side: ms[k][r] is function k's
+// time in round r; each round runs every function once (rotating order).
+struct TimedRounds {
+  std::vector<std::vector<double>> ms;
+  // Median over the rounds of function k.
+  double median_ms(size_t k) const;
+  std::vector<double> medians() const;
+  // a's time ÷ b's, paired: the median over rounds of ms[a][r] ÷ ms[b][r] (both from the same
+  // round, so a slow spell of a shared machine reaches numerator and denominator alike).
+  double paired_ratio(size_t a, size_t b) const;
+};
+// Times `fns` over `repeats` rounds after `warmup` untimed ones.
+TimedRounds time_side_by_side(const std::vector<std::function<void()>>& fns, int warmup, int repeats,
+                              c10::Device device);
 double time_ms(const std::function<void()>& fn, int warmup, int repeats, c10::Device device);
 void emit(const BenchCommon& c, const json& doc, const std::string& markdown);
 

@@ -79,13 +79,21 @@ void time_temperature(double T, const E2eBenchArgs& a, int repeats, const std::v
     params.push_back(p);
   }
   // The arms take turns (rotating), so the speedup column is a ratio measured side by side.
+  // (runs[i][r] is arm i's run of round r.)
   std::vector<std::vector<GenResult>> runs(arms.size());
   rotating(arms.size(), repeats, [&](size_t i) {
     GenResult g = arms[i].engine->generate({req}, params[i]).at(0);
     if (!g.error.empty()) fail("bench e2e: generation failed: {}", g.error);
     runs[i].push_back(std::move(g));
   });
-  double base_tps = 0;
+  // Speedup over the target alone, paired by round: ms per token of its run ÷ the arm's, the median
+  // over the rounds.
+  TimedRounds ms_per_token{std::vector<std::vector<double>>(arms.size())};
+  for (size_t i = 0; i < arms.size(); ++i)
+    for (const GenResult& g : runs[i])
+      ms_per_token.ms[i].push_back(g.latency_s * 1e3 / static_cast<double>(std::max<size_t>(1, g.ids.size())));
+  const auto base_arm = std::find_if(arms.begin(), arms.end(), [](const Arm& arm) { return !arm.kind; });
+  const size_t base = static_cast<size_t>(base_arm - arms.begin());  // arms.size(): none
   for (size_t i = 0; i < arms.size(); ++i) {
     const Arm& arm = arms[i];
     std::vector<GenResult>& rs = runs[i];
@@ -93,7 +101,6 @@ void time_temperature(double T, const E2eBenchArgs& a, int repeats, const std::v
     const GenResult& g = rs[rs.size() / 2];
     const auto& st = g.stats;
     const double tps = g.ids.size() / g.latency_s;
-    if (!arm.kind) base_tps = tps;
     rows.push_back({{"mode", arm.mode},
                     {"verifier", arm.kind ? to_string(*arm.kind) : std::string("-")},
                     {"temperature", T},
@@ -101,7 +108,7 @@ void time_temperature(double T, const E2eBenchArgs& a, int repeats, const std::v
                     {"steps", st.steps},
                     {"mean_accept_length", st.steps ? double(st.emitted()) / st.steps : 0.0},
                     {"tokens_per_s", tps},
-                    {"speedup", base_tps > 0 ? tps / base_tps : 1.0},
+                    {"speedup", base == arms.size() ? 1.0 : ms_per_token.paired_ratio(base, i)},
                     {"latency_ms", g.latency_s * 1e3},
                     {"prefill_ms", st.prefill_s * 1e3},
                     {"draft_ms", st.draft_s * 1e3},
@@ -120,7 +127,9 @@ void emit_e2e(const E2eBenchArgs& a, const BenchCommon& c, c10::Device device, i
   json doc = bench_doc("e2e", env, bw);
   doc["conventions"]["run"] = fmt::format(
       "one request of {} prompt ids, exactly {} new tokens (stop ids ignored), gamma {}, the median-latency run of "
-      "{} per arm (after a short warm-up; the arms take turns run by run); tokens_per_s = new tokens / latency incl. prefill; distortion metric {}",
+      "{} per arm (after a short warm-up; the arms take turns run by run); tokens_per_s = new tokens / latency incl. "
+      "prefill; speedup = the median over the rounds of the target alone's ms per token ÷ the arm's in that round "
+      "(paired); distortion metric {}",
       prompt.size(), a.max_new_tokens, a.gamma, repeats, a.distortion ? "on" : "off");
   doc["conventions"]["split"] =
       "GenStats: prefill (incl. first token + drafter begin), draft (propose + accept), verify (target forward + "

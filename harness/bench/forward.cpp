@@ -90,12 +90,22 @@ struct Shape {
   int B, T;
 };
 
+// Every shape's timings: rounds.ms[k] is shape k's, at[{path, batch, tokens}] = k.
+struct ShapeTimes {
+  TimedRounds rounds;
+  std::map<std::tuple<size_t, int, int>, size_t> at;
+  // a's ms ÷ b's, paired by round.
+  double ratio(const std::tuple<size_t, int, int>& a, const std::tuple<size_t, int, int>& b) const {
+    return rounds.paired_ratio(at.at(a), at.at(b));
+  }
+};
+
 // Times every shape side by side (round-robin, so that decode 1 vs verify γ+1 and batch 1 vs
 // the largest batch see the same machine state: their ratios are paired); one row per shape.
 void time_shapes(const ForwardBenchArgs& a, const ForwardPlan& plan, std::vector<PathModel>& paths,
                  const std::vector<Shape>& shapes, std::map<std::pair<size_t, int>, KVCache>& caches,
-                 const std::string& label, at::Generator& gen, c10::Device device,
-                 std::map<std::tuple<size_t, int, int>, double>& ms, ForwardTables& t) {
+                 const std::string& label, at::Generator& gen, c10::Device device, ShapeTimes& times,
+                 ForwardTables& t) {
   const kernels::Path start = kernels::path();
   std::vector<std::function<void()>> steps;
   for (const Shape& s : shapes) {
@@ -105,14 +115,15 @@ void time_shapes(const ForwardBenchArgs& a, const ForwardPlan& plan, std::vector
       step();
     });
   }
-  const std::vector<double> medians = time_side_by_side(steps, plan.warmup, plan.repeats, device);
+  times.rounds = time_side_by_side(steps, plan.warmup, plan.repeats, device);
+  const std::vector<double> medians = times.rounds.medians();
   kernels::set_path(start);
   const ModelConfig& cfg = paths[0].model.config();
   const c10::ScalarType dtype = paths[0].model.dtype();
   const std::string pages = weight_memory::pages_summary();  // while the models are loaded
   for (size_t k = 0; k < shapes.size(); ++k) {
     const auto [i, B, T] = shapes[k];
-    ms[{i, B, T}] = medians[k];
+    times.at[{i, B, T}] = k;
     t.rows.push_back({{"model", label}, {"path", paths[i].name}, {"params", param_count(cfg)},
                       {"streamed_params", streamed_param_count(cfg)}, {"dtype", dtype_name(dtype)}, {"batch", B},
                       {"tokens_per_step", T}, {"ms_per_step", medians[k]},
@@ -125,7 +136,7 @@ void time_shapes(const ForwardBenchArgs& a, const ForwardPlan& plan, std::vector
     for (const Shape& s : shapes)
       if (s.path == 0)
         t.speedups.push_back(fmt::format("{} batch {} × {} token(s): {:.2f}×", dtype_name(dtype), s.B, s.T,
-                                         ms[{1, s.B, s.T}] / ms[{0, s.B, s.T}]));
+                                         times.ratio({1, s.B, s.T}, {0, s.B, s.T})));
 }
 
 // --phases: every shape's forwards run again (after the timed ones, so those stay unclocked), each
@@ -172,16 +183,17 @@ void time_dtype(const ForwardBenchArgs& a, const ForwardPlan& plan, const fs::pa
         if (!caches.count({i, B})) caches.emplace(std::pair{i, B}, prefilled_cache(paths[i].model, B, a.context, a.gamma + 1));
         shapes.push_back({i, B, T});
       }
-  std::map<std::tuple<size_t, int, int>, double> ms;  // (path, batch, tokens) -> median
-  time_shapes(a, plan, paths, shapes, caches, label, gen, device, ms, t);
+  ShapeTimes times;
+  time_shapes(a, plan, paths, shapes, caches, label, gen, device, times, t);
   if (a.phases) phase_rows(plan, paths, shapes, caches, label, gen, t);
   const int bmax = *std::max_element(plan.batches.begin(), plan.batches.end());
   const int bmin = *std::min_element(plan.batches.begin(), plan.batches.end());
   for (size_t i = 0; i < paths.size(); ++i) {
     json s = {{"model", label}, {"path", paths[i].name}, {"dtype", dtype_name(dtype)}, {"params", param_count(cfg)},
               {"min_batch", bmin}, {"max_batch", bmax}, {"gamma", a.gamma}};
-    s["verify_over_decode_b1"] = ms[{i, bmin, a.gamma + 1}] / ms[{i, bmin, 1}];
-    s["throughput_max_batch_over_b1"] = (bmax / ms[{i, bmax, 1}]) / (bmin / ms[{i, bmin, 1}]);
+    // Paired by round (ShapeTimes::ratio): tokens/s at bmax ÷ at bmin = bmax / bmin x ms(bmin) ÷ ms(bmax).
+    s["verify_over_decode_b1"] = times.ratio({i, bmin, a.gamma + 1}, {i, bmin, 1});
+    s["throughput_max_batch_over_b1"] = static_cast<double>(bmax) / bmin * times.ratio({i, bmin, 1}, {i, bmax, 1});
     t.summary.push_back(s);
   }
 }
@@ -293,7 +305,8 @@ int run_bench_forward(const ForwardBenchArgs& a, const BenchCommon& c) {
   doc["conventions"]["ms_per_step"] =
       fmt::format("median of {} timed forwards (after {} warm-up) of T new tokens per sequence over a KV cache "
                   "holding {} positions of random K/V; logits for all T rows; every batch, T and path of a dtype "
-                  "timed round-robin, so their ratios are paired",
+                  "timed round-robin, so their ratios are paired: each ratio (summary table, kernels vs ATen) is "
+                  "the median over the rounds of that round's ratio",
                   plan.repeats, plan.warmup, a.context);
   doc["conventions"]["tokens_per_s"] = "batch * tokens_per_step / step time (positions scored per second)";
   doc["conventions"]["timer"] = DeviceTimer(device).method();

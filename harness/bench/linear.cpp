@@ -55,7 +55,7 @@ LinearPlan linear_plan(const LinearBenchArgs& a, const BenchCommon& c) {
 }
 
 // One row per row count: median ms, GMAC/s, the weight's bytes per second and ms ÷ ms at the
-// smallest row count.
+// smallest row count (paired by round).
 void time_dtype(const LinearPlan& p, c10::Device device, const std::string& dtype_name, at::Generator& gen, json& rows) {
   const c10::ScalarType dtype = parse_dtype(dtype_name, "--dtype");
   const auto opts = at::TensorOptions().dtype(at::kFloat);
@@ -67,7 +67,8 @@ void time_dtype(const LinearPlan& p, c10::Device device, const std::string& dtyp
     const at::Tensor x = at::randn({m, p.in}, gen, opts).to(device, dtype);
     fns.push_back([x, &lw] { (void)layers::linear(x, lw); });
   }
-  const std::vector<double> ms = time_side_by_side(fns, p.warmup, p.repeats, device);
+  const TimedRounds timed = time_side_by_side(fns, p.warmup, p.repeats, device);
+  const std::vector<double> ms = timed.medians();
   const double weight_bytes = static_cast<double>(p.out * p.in * dtype_bytes(dtype));
   const size_t fewest = static_cast<size_t>(std::min_element(p.rows.begin(), p.rows.end()) - p.rows.begin());
   for (size_t i = 0; i < p.rows.size(); ++i) {
@@ -75,7 +76,7 @@ void time_dtype(const LinearPlan& p, c10::Device device, const std::string& dtyp
     rows.push_back({{"path", path}, {"dtype", dtype_name}, {"in", p.in}, {"out", p.out},
                     {"rows", p.rows[i]}, {"ms", ms[i]}, {"macs", macs}, {"gmac_per_s", macs / s / 1e9},
                     {"weight_gbps", weight_bytes / s / 1e9}, {"weight_bytes", weight_bytes},
-                    {"over_min_rows", ms[i] / ms[fewest]}});
+                    {"over_min_rows", timed.paired_ratio(i, fewest)}});
   }
 }
 
@@ -92,7 +93,7 @@ std::string linear_markdown(const LinearPlan& p, const json& doc) {
          fmt::format("- y = x W^T for x [rows, {}] and W [{}, {}] (decoders/layers.h linear: the kernel path's "
                      "packed weight, split over the threads); ms = median of {} after {} warm-up; floor = weight "
                      "bytes ÷ {:.1f} GB/s (the higher read reading); × fewest rows = ms ÷ ms at the smallest "
-                     "row count\n",
+                     "row count, the median over the rounds of each round's ratio\n",
                      p.in, p.out, p.in, p.repeats, p.warmup, doc["floor_read_gbps"].get<double>()) +
          compute_lines(doc["compute"], "call") + "\n" +
          markdown_table({{"path", "path", -1},

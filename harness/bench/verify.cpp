@@ -73,8 +73,9 @@ void time_batch(const CausalLM& m, int B, const VerifyRun& r, at::Generator& gen
   const VerifyInput in{draft_tokens, pp.probs, pp.max_prob, q, u_accept, u_sample};
   std::vector<std::function<void()>> runs;
   for (const auto& vs : specs) runs.push_back([&vs, &in] { (void)verify(vs, in); });
-  const std::vector<double> verify_medians = time_side_by_side(runs, r.warmup, r.repeats, r.device);
-  double baseline_total = 0, baseline_verify = 0;
+  const TimedRounds verify_times = time_side_by_side(runs, r.warmup, r.repeats, r.device);
+  const std::vector<double> verify_medians = verify_times.medians();
+  double baseline_total = 0;
   for (size_t k = 0; k < specs.size(); ++k) {
     const VerifierSpec& vs = specs[k];
     const auto kind = vs.kind;
@@ -86,7 +87,7 @@ void time_batch(const CausalLM& m, int B, const VerifyRun& r, at::Generator& gen
                            r.repeats, r.device);
     }
     const double total = process_ms + verify_ms;
-    if (kind == VerifierSpec::Baseline) baseline_total = total, baseline_verify = verify_ms;
+    if (kind == VerifierSpec::Baseline) baseline_total = total;
     rows.push_back({{"verifier", to_string(kind)},
                     {"batch", B},
                     {"gamma", G},
@@ -95,7 +96,7 @@ void time_batch(const CausalLM& m, int B, const VerifyRun& r, at::Generator& gen
                     {"verify_ms", verify_ms},
                     {"total_ms", total},
                     {"total_over_baseline", total / baseline_total},
-                    {"verify_over_baseline", verify_ms / baseline_verify},
+                    {"verify_over_baseline", verify_times.paired_ratio(k, 0)},  // baseline is runs[0]
                     {"forward_ms", forward_ms},
                     {"share_of_forward", total / forward_ms},
                     {"verify_share_of_forward", verify_ms / forward_ms},
@@ -107,8 +108,10 @@ void time_batch(const CausalLM& m, int B, const VerifyRun& r, at::Generator& gen
 void emit_verify(const VerifyBenchArgs& a, const BenchCommon& c, const VerifyRun& r, json env, const json& bw,
                  int64_t fwd_params, const json& rows) {
   json doc = bench_doc("verify", env, bw);
-  doc["conventions"]["timing"] = fmt::format("median of {} runs after {} warm-up, verifiers interleaved run by run; {}",
-                                             r.repeats, r.warmup, DeviceTimer(r.device).method());
+  doc["conventions"]["timing"] = fmt::format(
+      "median of {} runs after {} warm-up, verifiers interleaved run by run (verify ÷ baseline: the median over the "
+      "runs of each run's ratio); {}",
+      r.repeats, r.warmup, DeviceTimer(r.device).method());
   doc["conventions"]["process_ms"] =
       fmt::format("process_logits (temperature {}, no top-k/top-p) of random {} logits [B, {}, {}] (the forward's "
                   "dtype), float32 upcast included",
