@@ -113,6 +113,8 @@ void expect_compute_floors(const json& j) {
     if (c["path"] == "avx2" || c["path"] == "avx512bf16") {
       EXPECT_GT(c["gmacs"].get<double>(), 0) << c.dump();
       EXPECT_LT(c["gmacs"].get<double>() / c["threads"].get<double>(), per_thread_max) << c.dump();
+      EXPECT_GT(c["gmacs_one_thread"].get<double>(), 0) << c.dump();
+      EXPECT_LT(c["gmacs_one_thread"].get<double>(), per_thread_max) << c.dump();
     }
     if (c["path"] == "aten") EXPECT_EQ(c["gmacs"].get<double>(), 0) << c.dump();
   }
@@ -311,6 +313,22 @@ TEST(TimedRounds, RatiosArePairedByRound) {
   // An even count of rounds: the mean of the middle two ratios (1, 2, 3, 4 -> 2.5).
   const ears::bench::TimedRounds even{{{4, 1, 3, 2}, {1, 1, 1, 1}}};
   EXPECT_DOUBLE_EQ(even.paired_ratio(0, 1), 2.5);
+}
+
+// The compute probe's threads together under 0.8 x threads x one thread's rate: they did not
+// have a core each, and the Markdown says so next to the floor.
+TEST(ComputeProbe, WarnsWhenThreadsShareACore) {
+  using ears::bench::shared_cores_warning;
+  const std::string w =
+      shared_cores_warning({{"path", "avx2"}, {"gmacs", 73.4}, {"gmacs_one_thread", 50.0}, {"threads", 2}});
+  EXPECT_NE(w.find("WARNING: the avx2 compute probe read 73.4 GMAC/s on 2 threads, 1.47 x one thread's 50.0"),
+            std::string::npos)
+      << w;
+  EXPECT_EQ(std::count(w.begin(), w.end(), '\n'), 1) << w;
+  // 99 >= 0.8 x 2 x 50 = 80: a core each. One thread, or nothing measured: nothing to compare.
+  EXPECT_EQ(shared_cores_warning({{"path", "avx2"}, {"gmacs", 99.0}, {"gmacs_one_thread", 50.0}, {"threads", 2}}), "");
+  EXPECT_EQ(shared_cores_warning({{"path", "avx2"}, {"gmacs", 30.0}, {"gmacs_one_thread", 50.0}, {"threads", 1}}), "");
+  EXPECT_EQ(shared_cores_warning({{"path", "amx"}, {"gmacs", 0.0}, {"gmacs_one_thread", 0.0}, {"threads", 2}}), "");
 }
 
 TEST(BenchCli, VerifyQuickJson) {

@@ -108,11 +108,25 @@ json compute_floors(json& rows) {
     if (!gmacs.count(path)) {
       const ComputeResult p = measure_compute(path);
       gmacs[path] = p.gmacs;
-      probes.push_back({{"path", path}, {"gmacs", p.gmacs}, {"threads", p.threads}, {"method", p.method}});
+      probes.push_back({{"path", path},
+                        {"gmacs", p.gmacs},
+                        {"gmacs_one_thread", p.gmacs_one_thread},
+                        {"threads", p.threads},
+                        {"method", p.method}});
     }
     r["compute_floor_ms"] = gmacs[path] > 0 ? json(r["macs"].get<double>() / (gmacs[path] * 1e9) * 1e3) : json();
   }
   return probes;
+}
+
+std::string shared_cores_warning(const json& probe) {
+  const int threads = probe.value("threads", 1);
+  const double all = probe.value("gmacs", 0.0), one = probe.value("gmacs_one_thread", 0.0);
+  if (threads < 2 || all <= 0 || one <= 0 || all >= kSharedCoresShare * threads * one) return "";
+  return fmt::format("- WARNING: the {} compute probe read {:.1f} GMAC/s on {} threads, {:.2f} x one thread's {:.1f}: "
+                     "the threads did not have a core each (another process or VM on them); compute-bound rows "
+                     "(many rows per step) read slow, and --threads 1 may be steadier\n",
+                     probe.value("path", std::string()), all, threads, all / one, one);
 }
 
 std::string compute_lines(const json& probes, const std::string& unit) {
@@ -121,9 +135,11 @@ std::string compute_lines(const json& probes, const std::string& unit) {
     const std::string path = c["path"].get<std::string>(), method = c["method"].get<std::string>();
     out += c["gmacs"].get<double>() > 0
                ? fmt::format("- compute floor ({} path) = multiply-accumulates per {} ÷ {:.1f} GMAC/s ({}, {} "
-                             "thread(s), measured after the timings)\n",
-                             path, unit, c["gmacs"].get<double>(), method, c["threads"].get<int>())
+                             "thread(s), measured after the timings; one thread alone {:.1f})\n",
+                             path, unit, c["gmacs"].get<double>(), method, c["threads"].get<int>(),
+                             c.value("gmacs_one_thread", 0.0))
                : fmt::format("- compute floor ({} path): {}\n", path, method);
+    out += shared_cores_warning(c);
   }
   if (!probes.empty())
     out += fmt::format("- a {} costs at least the larger floor: the memory floor holds only if the arithmetic hides "

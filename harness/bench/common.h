@@ -52,6 +52,11 @@ std::string bandwidth_lines(const json& readings);
 json compute_floors(json& rows);
 // The Markdown lines naming each probe; `unit` is what one row's macs cover ("step", "call").
 std::string compute_lines(const json& probes, const std::string& unit);
+// A compute probe whose threads together read under this share of threads x one thread's rate did
+// not have a core per thread.
+constexpr double kSharedCoresShare = 0.8;
+// compute_lines' warning line for such a probe ({path, gmacs, gmacs_one_thread, threads}); "" otherwise.
+std::string shared_cores_warning(const json& probe);
 double max_read(const json& readings);
 double median(std::vector<double> v);
 

@@ -189,6 +189,9 @@ ComputeResult measure_compute(const std::string& kernel_path, int runs) {
   };
   const double best = best_of(std::max(1, runs), c10::Device(c10::kCPU), pass);  // the warm-up clocks up too
   res.gmacs = static_cast<double>(res.threads) * static_cast<double>(iters * macs_per_iter) / best / 1e9;
+  const double one =
+      best_of(std::max(1, runs), c10::Device(c10::kCPU), [&] { fold += static_cast<uint32_t>(loop(iters)); });
+  res.gmacs_one_thread = static_cast<double>(iters * macs_per_iter) / one / 1e9;
   if (fold.load() == 42) res.method += " ";  // keeps the loops observable
   return res;
 }
