@@ -316,7 +316,7 @@ TEST(TimedRounds, RatiosArePairedByRound) {
 }
 
 // The compute probe's threads together under 0.8 x threads x one thread's rate: they did not
-// have a core each, and the Markdown says so next to the floor.
+// each get a whole core at full clock, and the Markdown says so next to the floor.
 TEST(ComputeProbe, WarnsWhenThreadsShareACore) {
   using ears::bench::shared_cores_warning;
   const std::string w =

@@ -124,8 +124,8 @@ std::string shared_cores_warning(const json& probe) {
   const double all = probe.value("gmacs", 0.0), one = probe.value("gmacs_one_thread", 0.0);
   if (threads < 2 || all <= 0 || one <= 0 || all >= kSharedCoresShare * threads * one) return "";
   return fmt::format("- WARNING: the {} compute probe read {:.1f} GMAC/s on {} threads, {:.2f} x one thread's {:.1f}: "
-                     "the threads did not have a core each (another process or VM on them); compute-bound rows "
-                     "(many rows per step) read slow, and --threads 1 may be steadier\n",
+                     "the threads did not each get a whole core at full clock (another process or VM on these "
+                     "CPUs, or a lower all-core clock); compute-bound rows (many rows per step) read slow\n",
                      probe.value("path", std::string()), all, threads, all / one, one);
 }
 

@@ -53,7 +53,8 @@ json compute_floors(json& rows);
 // The Markdown lines naming each probe; `unit` is what one row's macs cover ("step", "call").
 std::string compute_lines(const json& probes, const std::string& unit);
 // A compute probe whose threads together read under this share of threads x one thread's rate did
-// not have a core per thread.
+// not get a whole core per thread at full clock (a shared VM's vCPUs, or a CPU whose all-core clock
+// is this much below its one-core clock).
 constexpr double kSharedCoresShare = 0.8;
 // compute_lines' warning line for such a probe ({path, gmacs, gmacs_one_thread, threads}); "" otherwise.
 std::string shared_cores_warning(const json& probe);
