@@ -45,7 +45,8 @@ BandwidthResult measure_bandwidth(const BandwidthOptions& opt = {});
 //   "avx512bf16" (bf16): vdpbf16ps on 16 lanes x 2 bf16 pairs, 32 MACs.
 // Not measured (gmacs 0, `method` says why) on "amx", "aten" and GPU paths.
 // gmacs_one_thread: the same loop on the calling thread alone, right after — with it a reader
-// sees whether the threads had a core each (on a shared VM they sometimes share one).
+// sees whether each thread got a whole core at full clock (on a shared VM they sometimes share one;
+// some CPUs clock lower with every core busy).
 struct ComputeResult {
   double gmacs = 0;  // 1e9 multiply-accumulates per second, all threads
   double gmacs_one_thread = 0;
