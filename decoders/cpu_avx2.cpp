@@ -379,9 +379,9 @@ EARS_AVX2 void panel_f32(const float* x, int64_t ldx, const float* wp, int64_t K
   for (int m = 0; m < MB; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
   for (int64_t k = 0; k < K; ++k) {
     // Each k is one line of the panel: every line kPrefetchBytes ahead into L2, as the bf16 1-2-row
-    // stream does. One line in four 4 KiB ahead (tuned on Zen 4) left the stream at 17-20 GB/s on
+    // stream does. One line in four 4 KiB ahead (tuned on Zen 4) left the stream at 14-20 GB/s on
     // Zen 3 where this reads 25-27.5 (the 100M model's 49 linears, 1 row, 2 threads; 6 rows 26.6-29.5
-    // -> 16.8-18.4 ms; docs/performance.md, twenty-eighth session); every other line lost as much.
+    // -> 16.8-18.4 ms; docs/performance.md, twenty-eighth session); every other line lost nearly as much.
     _mm_prefetch(reinterpret_cast<const char*>(wp + k * 16) + kPrefetchBytes, _MM_HINT_T1);
     for (int q = 0; q < 2; ++q) {
       const __m256 w = _mm256_loadu_ps(wp + k * 16 + q * 8);
