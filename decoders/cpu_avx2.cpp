@@ -383,9 +383,14 @@ EARS_AVX2 void panel_f32(const float* x, int64_t ldx, const float* wp, int64_t K
     // Zen 3 where this reads 25-27.5 (the 100M model's 49 linears, 1 row, 2 threads; 6 rows 26.6-29.5
     // -> 16.8-18.4 ms; docs/performance.md, twenty-eighth session); every other line lost nearly as much.
     _mm_prefetch(reinterpret_cast<const char*>(wp + k * 16) + kPrefetchBytes, _MM_HINT_T1);
-    for (int q = 0; q < 2; ++q) {
-      const __m256 w = _mm256_loadu_ps(wp + k * 16 + q * 8);
-      for (int m = 0; m < MB; ++m) acc[m][q] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + m * ldx + k), w, acc[m][q]);
+    // Both weight vectors, then one broadcast per row: 2 MB accumulators + 3 registers. (Row by
+    // row per weight vector, GCC kept the MB broadcasts live across both: 6 rows spilled three
+    // accumulators to the stack, a store-to-load chain per FMA.)
+    const __m256 w0 = _mm256_loadu_ps(wp + k * 16), w1 = _mm256_loadu_ps(wp + k * 16 + 8);
+    for (int m = 0; m < MB; ++m) {
+      const __m256 xb = _mm256_broadcast_ss(x + m * ldx + k);
+      acc[m][0] = _mm256_fmadd_ps(xb, w0, acc[m][0]);
+      acc[m][1] = _mm256_fmadd_ps(xb, w1, acc[m][1]);
     }
   }
   for (int m = 0; m < MB; ++m)
