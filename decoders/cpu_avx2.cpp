@@ -306,7 +306,7 @@ EARS_AVX2 __attribute__((always_inline)) inline void chunk_asm(__m256 (&a)[12], 
 // A tile's prefetches: the line kNearBytes on into L1 and, for a lone tile (3-6 rows), the line
 // kFarBytes on into L2 too (the hardware streamer alone kept too few lines in flight). The 305
 // linears of a step of `bench forward`'s 502.9M model, replayed: 6 rows 40.2-40.8 -> 37.8-38.6 ms
-// (Intel Xeon masked to avx2; docs/performance.md). A far line a multiple of 4 KiB on (8, 12 or
+// (Intel Xeon masked to avx2; docs/performance-log.md). A far line a multiple of 4 KiB on (8, 12 or
 // 16 KiB) lost instead, and so did the far prefetch issued before the near one. With more tiles
 // than one, tile `phase` of `every` prefetches chunks c with c % every == phase of the stream
 // `ahead` bytes on into L2 instead (a block group and 2 KiB), so the next block group arrives
@@ -381,7 +381,7 @@ EARS_AVX2 void panel_f32(const float* x, int64_t ldx, const float* wp, int64_t K
     // Each k is one line of the panel: every line kPrefetchBytes ahead into L2, as the bf16 1-2-row
     // stream does. One line in four 4 KiB ahead (tuned on Zen 4) left the stream at 14-20 GB/s on
     // Zen 3 where this reads 25-27.5 (the 100M model's 49 linears, 1 row, 2 threads; 6 rows 26.6-29.5
-    // -> 16.8-18.4 ms; docs/performance.md, twenty-eighth session); every other line lost nearly as much.
+    // -> 16.8-18.4 ms; docs/performance-log.md, twenty-eighth session); every other line lost nearly as much.
     _mm_prefetch(reinterpret_cast<const char*>(wp + k * 16) + kPrefetchBytes, _MM_HINT_T1);
     // Both weight vectors, then one broadcast per row: 2 MB accumulators + 3 registers. (Row by
     // row per weight vector, GCC kept the MB broadcasts live across both: 6 rows spilled three

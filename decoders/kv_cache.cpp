@@ -22,7 +22,7 @@ namespace {
 // Zeroed cache storage. On the CPU from 2 MiB up, a huge-page mapping (weight_memory): attention
 // streams every sequence's K and V each step as the linears stream the weights, and on 4 KiB pages
 // the cache's page walks also evicted the weights' TLB entries. A 502.9M Qwen3, 128 positions,
-// Intel Xeon masked to avx2 (docs/performance.md, twentieth session): 16-sequence decode step
+// Intel Xeon masked to avx2 (docs/performance-log.md, twentieth session): 16-sequence decode step
 // 117.7 / 116.5 -> 112.5 / 111.6 ms (its attention 16.7 / 15.9 -> 14.3 / 13.8), 1-sequence
 // 37.7 / 37.5 -> 35.8 / 34.7 ms.
 constexpr int64_t kHugeStorageBytes = int64_t{2} << 20;

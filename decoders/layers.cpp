@@ -125,7 +125,7 @@ int64_t token_stride(const at::Tensor& x) {
 // element-wise rows ran serially between the parallel linears, long enough (10-40 us) for the idle
 // OpenMP worker to go to sleep (at the then GOMP_SPINCOUNT=1000, harness/run/environment.h) and need waking at
 // the next linear; split, the step was 0.5-1.5 ms faster and the 6-token verify ~0.5 ms (Zen 4,
-// `avx2`, 100M model; docs/performance.md, "2026-11-25, fourteenth session"). A 1-token decode's
+// `avx2`, 100M model; docs/performance-log.md, "2026-11-25, fourteenth session"). A 1-token decode's
 // rows stay serial.
 constexpr int64_t kRowGrain = 4096;
 template <class F>
@@ -529,7 +529,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
     // A run's K and V rows, into L2 before the run ahead of it starts: short streams (one KV
     // head's keys: 16 KiB for 128 keys of 64 bf16) that the hardware prefetcher barely ramps up
     // on. A 16-sequence decode step's attention 18.5 -> 16.5 ms (Intel Xeon masked to avx2,
-    // docs/performance.md, nineteenth session).
+    // docs/performance-log.md, nineteenth session).
     auto prefetch_run = [&](auto* kb, auto* vb, const Run& r) {
       const int64_t* nk = n_keys.data() + r.b * T + r.t0;
       const int64_t keys = *std::max_element(nk, nk + r.n);

@@ -6,7 +6,7 @@
 // Why: on 4 KiB pages every 4 KiB of a weight stream is a page walk, and the kernels' software
 // prefetches (decoders/cpu_avx2.cpp) wait for them. Measured (Zen 4, 2 threads, avx2 kernels, the
 // 100M model's 49 linears, two rounds alternating 4 KiB and 2 MiB pages): 1 row 6.06 -> 5.49 ms,
-// 6 rows 7.85 -> 6.35 ms, 16 rows 17.6 -> 15.7 ms (docs/performance.md, "2026-11-25, fourteenth
+// 6 rows 7.85 -> 6.35 ms, 16 rows 17.6 -> 15.7 ms (docs/performance-log.md, "2026-11-25, fourteenth
 // session").
 #pragma once
 
