@@ -106,6 +106,22 @@ std::string compute_text(const json& env) {
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
+// "0.42 at start, 2.10 at end (2 logical CPUs: quiet at start; the end counts the run's own threads)",
+// or "busy at start" by load_busy(); "" when neither value was recorded.
+std::string load_text(const json& env) {
+  const std::string start = text_at(env, {"load_average_1m_start"}), end = text_at(env, {"load_average_1m_end"});
+  if (start.empty() && end.empty()) return "";
+  std::string text = fmt::format("{} at start, {} at end", start.empty() ? kNa : start, end.empty() ? kNa : end);
+  const json& cpus = env.contains("logical_cpus") ? env["logical_cpus"] : json();
+  const json& load = env.contains("load_average_1m_start") ? env["load_average_1m_start"] : json();
+  if (!cpus.is_number() || !load.is_number()) return text;
+  return text + (load_busy(load.get<double>(), cpus.get<double>())
+                     ? fmt::format(" (busy at start: at least the {} logical CPUs — other work shared them, the timings "
+                                   "are noisy)", cpus.get<int>())
+                     : fmt::format(" ({} logical CPUs: quiet at start; the end counts the run's own threads)",
+                                   cpus.get<int>()));
+}
+
 // The configuration block: what ran, in one table a reviewer can paste.
 void configuration_block(std::string& md, const Report& r) {
   const json& c = r.config;
@@ -127,10 +143,7 @@ void configuration_block(std::string& md, const Report& r) {
       if (a.contains("decoding") && c.contains("decoding") && a["decoding"] != c["decoding"])
         row("Decoding (" + text_at(a, {"name"}) + ")", decoding_text(a["decoding"]));
   row("Computed in", compute_text(r.environment));
-  const std::string load_start = text_at(r.environment, {"load_average_1m_start"}), load_end = text_at(r.environment, {"load_average_1m_end"});
-  if (!load_start.empty() || !load_end.empty())
-    row("Load average (1 min)", fmt::format("{} at start, {} at end (high: the timings shared the CPUs)",
-                                            load_start.empty() ? kNa : load_start, load_end.empty() ? kNa : load_end));
+  row("Load average (1 min)", load_text(r.environment));
   row("Run", fmt::format("{}{}", text_at(r.environment, {"git_commit"}).empty() ? "" : "commit " + text_at(r.environment, {"git_commit"}),
                          text_at(r.environment, {"started_at"}).empty() ? "" : ", started " + text_at(r.environment, {"started_at"})));
   if (rows.empty()) return;

@@ -147,6 +147,10 @@ void check_schema(const json& j, const std::string& origin) {
 
 }  // namespace
 
+bool load_busy(double load_average_1m, double logical_cpus) {
+  return logical_cpus > 0 && load_average_1m >= logical_cpus;
+}
+
 std::string ArmReport::entry_owner(const json& j, const std::string& origin) {
   if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) fail("{}: every arm needs a string 'name'", origin);
   return fmt::format("arm '{}'", j["name"].get<std::string>());

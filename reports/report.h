@@ -74,6 +74,12 @@ struct ArmReport {
   static std::string entry_owner(const nlohmann::json& j, const std::string& origin);  // as ArmInput's
 };
 
+// Whether other work shared the CPUs when a timing started: the 1-minute load average at least the
+// logical CPU count (one earlier run alone keeps it near 1; the run's own threads push the value
+// read at the end up, so only the one read at the start is judged). bench's WARNING line and
+// report.md's load row both say it from this.
+bool load_busy(double load_average_1m, double logical_cpus);
+
 // The fields report.json and run_meta.json share (Report and RunMeta carry them).
 template <class S, class V>
 void experiment_fields(S& s, V& v) {

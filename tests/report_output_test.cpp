@@ -316,6 +316,29 @@ TEST(Report, MarkdownSaysWhatRanAndWarnsOnToyModelsAndSmallSamples) {
   EXPECT_EQ(render_markdown(build_report(sweep_results(), sweep_inputs())).find("Small sample"), std::string::npos);
 }
 
+TEST(Report, LoadRowJudgesTheStartAgainstTheCpuCount) {
+  // The end value counts the run's own threads, so only the start is judged: busy from the CPU
+  // count up (load_busy, bench's WARNING line too); no verdict without the CPU count.
+  auto load_row = [](json start, json end, json cpus) {
+    ReportInputs in = toy_gsm8k_inputs();
+    in.environment["load_average_1m_start"] = start;
+    in.environment["load_average_1m_end"] = end;
+    if (!cpus.is_null()) in.environment["logical_cpus"] = cpus;
+    const std::string md = render_markdown(build_report(toy_results(true), in));
+    const size_t at = md.find("| Load average (1 min) | ");
+    return at == std::string::npos ? std::string() : md.substr(at, md.find('\n', at) - at);
+  };
+  EXPECT_EQ(load_row(0.56, 2.1, 2),
+            "| Load average (1 min) | 0.56 at start, 2.1 at end (2 logical CPUs: quiet at start; the end counts the "
+            "run's own threads) |");
+  EXPECT_NE(load_row(1.99, 3.0, 2).find("quiet at start"), std::string::npos);
+  EXPECT_EQ(load_row(2, 3.0, 2),
+            "| Load average (1 min) | 2 at start, 3.0 at end (busy at start: at least the 2 logical CPUs — other work "
+            "shared them, the timings are noisy) |");
+  EXPECT_EQ(load_row(0.5, 1.0, json()), "| Load average (1 min) | 0.5 at start, 1.0 at end |");
+  EXPECT_TRUE(load_busy(4.0, 4) && !load_busy(3.9, 4) && !load_busy(9.0, 0));
+}
+
 TEST(Report, ChartsOnlyWhereTheyHaveData) {
   // A β sweep without accuracy (no gold answers): the table stays, the empty scatter goes.
   auto rs = sweep_results();

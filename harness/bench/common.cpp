@@ -25,6 +25,7 @@
 #include "harness/run/environment.h"
 #include "harness/base/error.h"
 #include "harness/run/model_setup.h"
+#include "reports/report.h"
 
 namespace ears {
 namespace bench {
@@ -93,8 +94,7 @@ std::string env_line(const json& env) {
                         m["device"].get<std::string>(), m["kernel_path"].get<std::string>(),
                         m.value("weight_pages", std::string("-")));
   }
-  // (A previous bench run alone keeps the 1-minute load near 1, hence "at least the CPU count".)
-  if (env["load_average_1m"].get<double>() >= env["logical_cpus"].get<double>())
+  if (load_busy(env["load_average_1m"].get<double>(), env["logical_cpus"].get<double>()))
     line += "\n- WARNING: the machine is busy (load average >= the CPU count): timings are noisy; LibTorch threads "
             "wait on descheduled peers, so --threads 1 is steadier";
   return line;
