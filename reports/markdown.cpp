@@ -112,8 +112,7 @@ std::string load_text(const json& env) {
   const std::string start = text_at(env, {"load_average_1m_start"}), end = text_at(env, {"load_average_1m_end"});
   if (start.empty() && end.empty()) return "";
   std::string text = fmt::format("{} at start, {} at end", start.empty() ? kNa : start, end.empty() ? kNa : end);
-  const json& cpus = env.contains("logical_cpus") ? env["logical_cpus"] : json();
-  const json& load = env.contains("load_average_1m_start") ? env["load_average_1m_start"] : json();
+  const json cpus = env.value("logical_cpus", json()), load = env.value("load_average_1m_start", json());
   if (!cpus.is_number() || !load.is_number()) return text;
   return text + (load_busy(load.get<double>(), cpus.get<double>())
                      ? fmt::format(" (busy at start: at least the {} logical CPUs — other work shared them, the timings "
