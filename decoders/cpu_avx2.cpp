@@ -161,7 +161,7 @@ EARS_AVX2 inline void hsum_many(const __m256* v, float* out) {
 // once per panel: 6 rows streamed 15 % slower in a standalone loop of the kernel's step).
 // Prefetch (Intel Xeon masked to avx2, 2 threads, 1 GB): 1-2 rows keep pace with one line 8 KiB
 // ahead into L2; 3-6 rows, whose arithmetic takes longer per line, with the line kNearBytes ahead
-// into L1 and the line kFarBytes ahead into L2 (TileShare below).
+// into L1 and, where prefetcht1 stops at L2, the line kFarBytes ahead into L2 (tile_asm below).
 constexpr int64_t kPrefetchBytes = 8192;
 constexpr int64_t kNearBytes = 2048;
 constexpr int64_t kFarBytes = 10240;
@@ -229,11 +229,12 @@ EARS_AVX2 void panel_bf16(const float* xc, int64_t ldx, const uint16_t* w, int64
 #define EARS_ROWS5(X) EARS_ROWS4(X) EARS_ROW(4, a8, a9, X)
 #define EARS_ROWS6(X) EARS_ROWS5(X) EARS_ROW(5, a10, a11, X)
 // Step p: one or two prefetches, k even (x at byte 8 p of each row's chunk), k odd (4 bytes on).
-// FAR(p): nothing, or the line kFarBytes on into L2 (pf is kNearBytes on: 8192 bytes past it).
+// The line kNearBytes on (pf) into L1; FAR(p): nothing, or the line kFarBytes on (8192 bytes past
+// pf) into L2.
 #define EARS_FAR_OFF(p) ""
 #define EARS_FAR_ON(p) "prefetcht1 " #p "*64+8192(%[pf])\n\t"
 #define EARS_STEP(ROWS, FAR, p)                          \
-  "prefetcht%c[hint] " #p "*64(%[pf])\n\t"               \
+  "prefetcht0 " #p "*64(%[pf])\n\t"                      \
   FAR(p)                                                 \
   "vpunpcklwd " #p "*64(%[w]), %%ymm12, %%ymm13\n\t"     \
   "vpunpcklwd " #p "*64+32(%[w]), %%ymm12, %%ymm14\n\t"  \
@@ -253,14 +254,13 @@ EARS_AVX2 void panel_bf16(const float* xc, int64_t ldx, const uint16_t* w, int64
 #define EARS_ACC12 EARS_ACC10, [a10] "+x"(a[10]), [a11] "+x"(a[11])
 // (At 6 rows, 24 in-out operands + 6 = GCC's limit of 30: hence the fixed scratch registers.)
 #define EARS_CHUNK_IO                                                                             \
-  : [w] "r"(w), [x] "r"(x), [x1] "r"(x + ld), [ld] "r"(ld * 4), [pf] "r"(pf), [hint] "i"(HINT == 1) \
+  : [w] "r"(w), [x] "r"(x), [x1] "r"(x + ld), [ld] "r"(ld * 4), [pf] "r"(pf) \
   : "xmm12", "xmm13", "xmm14", "xmm15", "memory"
 
 // One chunk of MB rows: accumulator a[2 m + j] is row m, outputs 8 j to 8 j + 7; w the chunk's 16
-// lines, x its 32 k of row 0 (row m at x + m * ld), pf the first of the 16 lines to prefetch:
-// prefetcht0 (HINT 0), prefetcht1 (HINT 1), or prefetcht0 and each line kFarBytes on prefetcht1
-// (HINT 2, pf kNearBytes on).
-template <int MB, int HINT>
+// lines, x its 32 k of row 0 (row m at x + m * ld), pf = w + kNearBytes, the first of the 16 lines
+// to prefetcht0; FAR: each line kFarBytes on prefetcht1 too.
+template <int MB, bool FAR>
 EARS_AVX2 __attribute__((always_inline)) inline void chunk_asm(__m256 (&a)[12], const uint16_t* w, const float* x,
                                                                int64_t ld, const char* pf) {
   static_assert(kFarBytes - kNearBytes == 8192, "EARS_FAR_ON's offset");
@@ -275,7 +275,7 @@ EARS_AVX2 __attribute__((always_inline)) inline void chunk_asm(__m256 (&a)[12], 
   } else {                                                        \
     asm(EARS_CHUNK(EARS_ROWS6, F) : EARS_ACC12 EARS_CHUNK_IO);    \
   }
-  if constexpr (HINT == 2) {
+  if constexpr (FAR) {
     EARS_CHUNK_MB(EARS_FAR_ON)
   } else {
     EARS_CHUNK_MB(EARS_FAR_OFF)
@@ -303,39 +303,42 @@ EARS_AVX2 __attribute__((always_inline)) inline void chunk_asm(__m256 (&a)[12], 
 #undef EARS_ACC12
 #undef EARS_CHUNK_IO
 
-// A tile's prefetches: the line kNearBytes on into L1 and, for a lone tile (3-6 rows), the line
-// kFarBytes on into L2 too (the hardware streamer alone kept too few lines in flight). The 305
-// linears of a step of `bench forward`'s 502.9M model, replayed: 6 rows 40.2-40.8 -> 37.8-38.6 ms
-// (Intel Xeon masked to avx2; docs/performance-log.md). A far line a multiple of 4 KiB on (8, 12 or
-// 16 KiB) lost instead, and so did the far prefetch issued before the near one. With more tiles
-// than one, tile `phase` of `every` prefetches chunks c with c % every == phase of the stream
-// `ahead` bytes on into L2 instead (a block group and 2 KiB), so the next block group arrives
-// during all of their arithmetic; there a far line per tile cost 16 rows ~4 %.
-struct TileShare {
-  int64_t ahead;
-  int64_t every, phase;
-};
+// A tile's prefetches: the line kNearBytes on into L1 — with several tiles the first one's bring
+// the panel's block in, the others' find it there — and, for a lone tile (3-6 rows) on a CPU where
+// prefetcht1 stops at L2, the line kFarBytes on into L2 too (the hardware streamer alone kept too
+// few lines in flight). The 305 linears of a step of `bench forward`'s 502.9M model, replayed: 6
+// rows 40.2-40.8 -> 37.8-38.6 ms (Intel Xeon masked to avx2; docs/performance-log.md). A far line
+// a multiple of 4 KiB on (8, 12 or 16 KiB) lost instead, and so did the far prefetch issued before
+// the near one. AMD before Zen 4 fills L1 on every prefetch hint (its optimization guides; Zen 4
+// added T1 / T2 into L2), so a far line there evicts the lines the tiles are about to reuse: on an
+// AVX2-only EPYC (Zen 3), `bench forward` 100M bf16, five rounds alternated, 16 x 1 step 35.6-45.7
+// -> 27.8-36.7 ms (batch 16 / batch 1 median 4.81 -> 5.97); without the lone tile's far line,
+// verify 6 / decode 1 median 1.36 -> 1.22 over seven rounds. With several tiles the far lines (one
+// tile's share, a block group on) were worth nothing on the Intel Xeon either (83.2 vs 84.0 ms),
+// so no CPU takes them there.
+bool prefetch_t1_stops_at_l2() {
+  // Intel, and AMD from Zen 4 (the first with AVX-512).
+  static const bool l2 = __builtin_cpu_is("intel") || __builtin_cpu_supports("avx512f");
+  return l2;
+}
 
 // `chunks` chunks of an MB-row tile (x from xc, row stride ldx) against one panel's k block w, onto
 // acc (2 MB x 8 fp32: row m, outputs 8 j on, at acc[(2 m + j) * 8]; the first k block starts from
-// zero).
+// zero); far: the far prefetch too.
 template <int MB>
-EARS_AVX2 void tile_asm(const float* xc, int64_t ldx, const uint16_t* w, int64_t chunks, TileShare share, bool first,
+EARS_AVX2 void tile_asm(const float* xc, int64_t ldx, const uint16_t* w, int64_t chunks, bool far, bool first,
                         float* acc) {
   __m256 a[12];
 #pragma GCC unroll 12
   for (int i = 0; i < 12; ++i) a[i] = i < 2 * MB && !first ? _mm256_loadu_ps(acc + i * 8) : _mm256_setzero_ps();
-  for (int64_t c = 0, cycle = 0; c < chunks; ++c) {
+  for (int64_t c = 0; c < chunks; ++c) {
     const uint16_t* wc = w + c * 512;
-    const char* line = reinterpret_cast<const char*>(wc);
-    if (share.every == 1) {
-      chunk_asm<MB, 2>(a, wc, xc + c * 32, ldx, line + kNearBytes);
-    } else if (cycle == share.phase) {  // c % every == phase, without a division per chunk
-      chunk_asm<MB, 1>(a, wc, xc + c * 32, ldx, line + share.ahead);
+    const char* near = reinterpret_cast<const char*>(wc) + kNearBytes;
+    if (far) {
+      chunk_asm<MB, true>(a, wc, xc + c * 32, ldx, near);
     } else {
-      chunk_asm<MB, 0>(a, wc, xc + c * 32, ldx, line + kNearBytes);
+      chunk_asm<MB, false>(a, wc, xc + c * 32, ldx, near);
     }
-    cycle = cycle + 1 == share.every ? 0 : cycle + 1;
   }
 #pragma GCC unroll 12
   for (int i = 0; i < 2 * MB; ++i) _mm256_storeu_ps(acc + i * 8, a[i]);
@@ -343,15 +346,15 @@ EARS_AVX2 void tile_asm(const float* xc, int64_t ldx, const uint16_t* w, int64_t
 
 // One tile of 1 to 6 rows (x from xc, row stride ldx; 1-2 rows: one panel at a time) over one
 // panel's k block.
-EARS_AVX2 void tile_bf16(int rows, const float* xc, int64_t ldx, const uint16_t* w, int64_t chunks, TileShare share,
+EARS_AVX2 void tile_bf16(int rows, const float* xc, int64_t ldx, const uint16_t* w, int64_t chunks, bool far,
                          bool first, float* acc) {
   switch (rows) {
     case 1: panel_bf16<1, 1>(xc, ldx, w, 0, chunks, first, acc, 0); break;
     case 2: panel_bf16<2, 1>(xc, ldx, w, 0, chunks, first, acc, 0); break;
-    case 3: tile_asm<3>(xc, ldx, w, chunks, share, first, acc); break;
-    case 4: tile_asm<4>(xc, ldx, w, chunks, share, first, acc); break;
-    case 5: tile_asm<5>(xc, ldx, w, chunks, share, first, acc); break;
-    default: tile_asm<6>(xc, ldx, w, chunks, share, first, acc); break;
+    case 3: tile_asm<3>(xc, ldx, w, chunks, far, first, acc); break;
+    case 4: tile_asm<4>(xc, ldx, w, chunks, far, first, acc); break;
+    case 5: tile_asm<5>(xc, ldx, w, chunks, far, first, acc); break;
+    default: tile_asm<6>(xc, ldx, w, chunks, far, first, acc); break;
   }
 }
 
@@ -437,6 +440,7 @@ EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16
                          const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t g0, int64_t g1) {
   const int64_t kchunks = (K + 31) / 32, Kp = kchunks * 32;
   const RowTiles tiles(M);  // up to 6 rows are one tile; 16 go as 6 + 5 + 5
+  const bool far = tiles.n == 1 && prefetch_t1_stops_at_l2();  // tile_asm's prefetches
   // x widened to fp32 once per call, row m at xf + m * Kp, zero-padded to Kp (the packed weight's
   // padding is zero too). (Tiles used to read x k-major, interleaved by row: a scalar transpose that
   // cost 16 rows ~11 us per call at K = 2048.)
@@ -473,12 +477,9 @@ EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16
             panel_bf16<2, 2>(xf.data() + k0, Kp, block + q * ps, ps, chunks, first, a, 96);
           }
         } else {
-          for (int64_t t = 0, m0 = 0; t < tiles.n; m0 += tiles.rows(t), ++t) {
-            const int rows = tiles.rows(t);
-            const TileShare share{kPanelGroupRows * kBlockK * 2 + 2048, tiles.n, t};  // a block group, 2 KiB on
-            tile_bf16(rows, xf.data() + m0 * Kp + k0, Kp, block + q * ps, chunks, share, first,
+          for (int64_t t = 0, m0 = 0; t < tiles.n; m0 += tiles.rows(t), ++t)
+            tile_bf16(tiles.rows(t), xf.data() + m0 * Kp + k0, Kp, block + q * ps, chunks, far, first,
                       acc.data() + (q * tiles.n + t) * 96);
-          }
         }
     }
     for (int64_t q = 0; q < np; ++q) {
