@@ -1,5 +1,6 @@
 #include "decoders/cpu_avx2.h"
 #include "decoders/bf16_bits.h"
+#include "decoders/kernel_path.h"
 
 #include <algorithm>
 #include <cmath>
@@ -309,18 +310,13 @@ EARS_AVX2 __attribute__((always_inline)) inline void chunk_asm(__m256 (&a)[12], 
 // few lines in flight). The 305 linears of a step of `bench forward`'s 502.9M model, replayed: 6
 // rows 40.2-40.8 -> 37.8-38.6 ms (Intel Xeon masked to avx2; docs/performance-log.md). A far line
 // a multiple of 4 KiB on (8, 12 or 16 KiB) lost instead, and so did the far prefetch issued before
-// the near one. AMD before Zen 4 fills L1 on every prefetch hint (its optimization guides; Zen 4
-// added T1 / T2 into L2), so a far line there evicts the lines the tiles are about to reuse: on an
+// the near one. AMD before Zen 4 fills L1 on every prefetch hint (kernels::CpuInfo's
+// prefetch_t1_to_l2), so a far line there evicts the lines the tiles are about to reuse: on an
 // AVX2-only EPYC (Zen 3), `bench forward` 100M bf16, five rounds alternated, 16 x 1 step 35.6-45.7
 // -> 27.8-36.7 ms (batch 16 / batch 1 median 4.81 -> 5.97); without the lone tile's far line,
 // verify 6 / decode 1 median 1.36 -> 1.22 over seven rounds. With several tiles the far lines (one
 // tile's share, a block group on) were worth nothing on the Intel Xeon either (83.2 vs 84.0 ms),
 // so no CPU takes them there.
-bool prefetch_t1_stops_at_l2() {
-  // Intel, and AMD from Zen 4 (the first with AVX-512).
-  static const bool l2 = __builtin_cpu_is("intel") || __builtin_cpu_supports("avx512f");
-  return l2;
-}
 
 // `chunks` chunks of an MB-row tile (x from xc, row stride ldx) against one panel's k block w, onto
 // acc (2 MB x 8 fp32: row m, outputs 8 j on, at acc[(2 m + j) * 8]; the first k block starts from
@@ -440,7 +436,7 @@ EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16
                          const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t g0, int64_t g1) {
   const int64_t kchunks = (K + 31) / 32, Kp = kchunks * 32;
   const RowTiles tiles(M);  // up to 6 rows are one tile; 16 go as 6 + 5 + 5
-  const bool far = tiles.n == 1 && prefetch_t1_stops_at_l2();  // tile_asm's prefetches
+  const bool far = tiles.n == 1 && kernels::cpu_info().prefetch_t1_to_l2;  // tile_asm's prefetches
   // x widened to fp32 once per call, row m at xf + m * Kp, zero-padded to Kp (the packed weight's
   // padding is zero too). (Tiles used to read x k-major, interleaved by row: a scalar transpose that
   // cost 16 rows ~11 us per call at K = 2048.)

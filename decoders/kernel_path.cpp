@@ -53,6 +53,7 @@ CpuInfo detect() {
   c.avx512bf16 = __builtin_cpu_supports("avx512bf16");
   c.amx_tile = __builtin_cpu_supports("amx-tile");
   c.amx_bf16 = __builtin_cpu_supports("amx-bf16");
+  c.prefetch_t1_to_l2 = __builtin_cpu_is("intel") || c.avx512f;
   if (c.amx_tile && c.amx_bf16) {
     // Linux gives a process the AMX tile state only on request (ARCH_REQ_XCOMP_PERM, XTILEDATA).
     constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;

@@ -34,6 +34,10 @@ struct CpuInfo {
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512bf16 = false;
   bool amx_tile = false, amx_bf16 = false;  // CPUID bits; amx_granted says whether the OS lets us use them
   bool amx_granted = false;
+  // prefetcht1 fills L2 and not L1: Intel, and AMD from Zen 4 (the first with AVX-512). AMD
+  // before Zen 4 fills L1 on every prefetch hint (its optimization guides), so a line meant for L2
+  // evicts what L1 holds (cpu_avx2's tiles take their far prefetch only where this is true).
+  bool prefetch_t1_to_l2 = false;
   // ONEDNN_MAX_CPU_ISA (or its older name DNNL_MAX_CPU_ISA) as set in the environment, "" when
   // unset; onednn_below_avx512() says whether it keeps oneDNN below AVX-512 (SSE41, AVX, AVX2,
   // AVX2_VNNI, ...): the recipe that measures an AVX2-only CPU on an AVX-512 one
