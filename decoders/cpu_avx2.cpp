@@ -305,24 +305,38 @@ EARS_AVX2 __attribute__((always_inline)) inline void chunk_asm(__m256 (&a)[12], 
 #undef EARS_CHUNK_IO
 
 // A tile's prefetches: the line kNearBytes on into L1 — with several tiles the first one's bring
-// the panel's block in, the others' find it there — and, for a lone tile (3-6 rows) on a CPU where
-// prefetcht1 stops at L2, the line kFarBytes on into L2 too (the hardware streamer alone kept too
-// few lines in flight). The 305 linears of a step of `bench forward`'s 502.9M model, replayed: 6
+// the panel's block in, the others' find it there — and, on a CPU where prefetcht1 stops at L2,
+// the line kFarBytes on into L2 too (the hardware streamer alone kept too few lines in flight).
+// A lone tile (3-6 rows), the 305 linears of a step of `bench forward`'s 502.9M model, replayed: 6
 // rows 40.2-40.8 -> 37.8-38.6 ms (Intel Xeon masked to avx2; docs/performance-log.md). A far line
 // a multiple of 4 KiB on (8, 12 or 16 KiB) lost instead, and so did the far prefetch issued before
 // the near one. AMD before Zen 4 fills L1 on every prefetch hint (kernels::CpuInfo's
 // prefetch_t1_to_l2), so a far line there evicts the lines the tiles are about to reuse: on an
 // AVX2-only EPYC (Zen 3), `bench forward` 100M bf16, five rounds alternated, 16 x 1 step 35.6-45.7
 // -> 27.8-36.7 ms (batch 16 / batch 1 median 4.81 -> 5.97); without the lone tile's far line,
-// verify 6 / decode 1 median 1.36 -> 1.22 over seven rounds. With several tiles the far lines (one
-// tile's share, a block group on) were worth nothing on the Intel Xeon either (83.2 vs 84.0 ms),
-// so no CPU takes them there.
+// verify 6 / decode 1 median 1.36 -> 1.22 over seven rounds. With several tiles (16 rows = 6 + 5 +
+// 5) the first tile walks a panel's block from memory and the others re-read it from L1, so the
+// block's lines arrive in a third of the time the walks take — and every tile issuing the far
+// line would only repeat the first one's. There the tiles share the far lines instead: tile t of
+// n takes the chunks c with c % n == t, so each line of the blocks ahead is asked for once, spread
+// over all n walks (FarLines). The 100M model's 49 linears at 16 rows, replayed from DRAM on the
+// Intel Xeon masked to avx2 (2 threads, weights 2 MiB-aligned): 17.3-17.4 -> 16.5-16.8 ms, its
+// 12 gate_up projections alone 6.3 -> 5.5 ms (docs/performance-log.md, thirty-first session).
+// (The far line 16, 24, 32 or 64 KiB on instead of 10: no better. An earlier share of lines a
+// block group on, issued instead of the near line, was worth nothing there.)
+
+// Which chunks of a tile issue the far line: c % every == phase (every 0: none; a lone tile: 1, 0;
+// tile t of n sharing them: n, t).
+struct FarLines {
+  int64_t every = 0, phase = 0;
+  bool on(int64_t c) const { return every > 0 && c % every == phase; }
+};
 
 // `chunks` chunks of an MB-row tile (x from xc, row stride ldx) against one panel's k block w, onto
 // acc (2 MB x 8 fp32: row m, outputs 8 j on, at acc[(2 m + j) * 8]; the first k block starts from
-// zero); far: the far prefetch too.
+// zero); far: which chunks add the far prefetch.
 template <int MB>
-EARS_AVX2 void tile_asm(const float* xc, int64_t ldx, const uint16_t* w, int64_t chunks, bool far, bool first,
+EARS_AVX2 void tile_asm(const float* xc, int64_t ldx, const uint16_t* w, int64_t chunks, FarLines far, bool first,
                         float* acc) {
   __m256 a[12];
 #pragma GCC unroll 12
@@ -330,7 +344,7 @@ EARS_AVX2 void tile_asm(const float* xc, int64_t ldx, const uint16_t* w, int64_t
   for (int64_t c = 0; c < chunks; ++c) {
     const uint16_t* wc = w + c * 512;
     const char* near = reinterpret_cast<const char*>(wc) + kNearBytes;
-    if (far) {
+    if (far.on(c)) {
       chunk_asm<MB, true>(a, wc, xc + c * 32, ldx, near);
     } else {
       chunk_asm<MB, false>(a, wc, xc + c * 32, ldx, near);
@@ -342,7 +356,7 @@ EARS_AVX2 void tile_asm(const float* xc, int64_t ldx, const uint16_t* w, int64_t
 
 // One tile of 1 to 6 rows (x from xc, row stride ldx; 1-2 rows: one panel at a time) over one
 // panel's k block.
-EARS_AVX2 void tile_bf16(int rows, const float* xc, int64_t ldx, const uint16_t* w, int64_t chunks, bool far,
+EARS_AVX2 void tile_bf16(int rows, const float* xc, int64_t ldx, const uint16_t* w, int64_t chunks, FarLines far,
                          bool first, float* acc) {
   switch (rows) {
     case 1: panel_bf16<1, 1>(xc, ldx, w, 0, chunks, first, acc, 0); break;
@@ -436,7 +450,7 @@ EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16
                          const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t g0, int64_t g1) {
   const int64_t kchunks = (K + 31) / 32, Kp = kchunks * 32;
   const RowTiles tiles(M);  // up to 6 rows are one tile; 16 go as 6 + 5 + 5
-  const bool far = tiles.n == 1 && kernels::cpu_info().prefetch_t1_to_l2;  // tile_asm's prefetches
+  const bool far = kernels::cpu_info().prefetch_t1_to_l2;  // tile_asm's far lines, shared by the tiles
   // x widened to fp32 once per call, row m at xf + m * Kp, zero-padded to Kp (the packed weight's
   // padding is zero too). (Tiles used to read x k-major, interleaved by row: a scalar transpose that
   // cost 16 rows ~11 us per call at K = 2048.)
@@ -474,7 +488,8 @@ EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16
           }
         } else {
           for (int64_t t = 0, m0 = 0; t < tiles.n; m0 += tiles.rows(t), ++t)
-            tile_bf16(tiles.rows(t), xf.data() + m0 * Kp + k0, Kp, block + q * ps, chunks, far, first,
+            tile_bf16(tiles.rows(t), xf.data() + m0 * Kp + k0, Kp, block + q * ps, chunks,
+                      far ? FarLines{tiles.n, t} : FarLines{}, first,
                       acc.data() + (q * tiles.n + t) * 96);
         }
     }
