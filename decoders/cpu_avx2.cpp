@@ -668,13 +668,17 @@ EARS_AVX2 void dot4(const typename E::T* q, const typename KV::T* k, int64_t ldk
 // (a runtime-sized array of them lived in memory: a store-to-load chain per FMA).
 template <class E, class KV, int NC>
 EARS_AVX2 void weighted_values(const float* p, const typename KV::T* v, int64_t ldv, int64_t n_keys, int64_t hd,
-                               int64_t c0, typename E::T* out) {
+                               int64_t c0, typename E::T* out, LineFeed& feed) {
   __m256 acc[NC];
   for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
-  for (int64_t j = 0; j < n_keys; ++j) {
-    const __m256 pj = _mm256_set1_ps(p[j]);
-    const typename KV::T* vj = v + j * ldv + c0 * 8;
-    for (int c = 0; c < NC; ++c) acc[c] = _mm256_fmadd_ps(pj, KV::load(vj + c * 8, hd - (c0 + c) * 8), acc[c]);
+  for (int64_t j0 = 0; j0 < n_keys; j0 += kFeedKeys) {
+    const int64_t j1 = std::min(n_keys, j0 + kFeedKeys);
+    feed.step(j1 - j0);
+    for (int64_t j = j0; j < j1; ++j) {
+      const __m256 pj = _mm256_set1_ps(p[j]);
+      const typename KV::T* vj = v + j * ldv + c0 * 8;
+      for (int c = 0; c < NC; ++c) acc[c] = _mm256_fmadd_ps(pj, KV::load(vj + c * 8, hd - (c0 + c) * 8), acc[c]);
+    }
   }
   for (int c = 0; c < NC; ++c) E::store(out + (c0 + c) * 8, acc[c], hd - (c0 + c) * 8);
 }
@@ -735,17 +739,21 @@ EARS_AVX2 void softmax_scores(float* scratch, int64_t n_keys, float scale) {
 // result bit for bit).
 template <class E, class KV = E>
 EARS_AVX2 void attend_impl(const typename E::T* q, const typename KV::T* k, int64_t ldk, const typename KV::T* v,
-                           int64_t ldv, int64_t n_keys, int64_t hd, float scale, float* scratch, typename E::T* out) {
+                           int64_t ldv, int64_t n_keys, int64_t hd, float scale, float* scratch, typename E::T* out,
+                           LineFeed& feed) {
   int64_t j = 0;
-  for (; j + 4 <= n_keys; j += 4) dot4<E, KV>(q, k + j * ldk, ldk, hd, scratch + j);
+  for (; j + 4 <= n_keys; j += 4) {
+    dot4<E, KV>(q, k + j * ldk, ldk, hd, scratch + j);
+    feed.step(4);
+  }
   for (; j < n_keys; ++j) scratch[j] = dot_rows<E, KV>(q, k + j * ldk, hd);
   softmax_scores<E>(scratch, n_keys, scale);
-  // sum_j p_j v_j in fp32, 8 lanes at a time.
+  // sum_j p_j v_j in fp32, 8 lanes at a time (value_passes(1, chunks) passes over the keys).
   const int64_t chunks = (hd + 7) / 8;
   int64_t c0 = 0;
-  for (; c0 + 8 <= chunks; c0 += 8) weighted_values<E, KV, 8>(scratch, v, ldv, n_keys, hd, c0, out);
-  for (; c0 + 4 <= chunks; c0 += 4) weighted_values<E, KV, 4>(scratch, v, ldv, n_keys, hd, c0, out);
-  for (; c0 < chunks; ++c0) weighted_values<E, KV, 1>(scratch, v, ldv, n_keys, hd, c0, out);
+  for (; c0 + 8 <= chunks; c0 += 8) weighted_values<E, KV, 8>(scratch, v, ldv, n_keys, hd, c0, out, feed);
+  for (; c0 + 4 <= chunks; c0 += 4) weighted_values<E, KV, 4>(scratch, v, ldv, n_keys, hd, c0, out, feed);
+  for (; c0 < chunks; ++c0) weighted_values<E, KV, 1>(scratch, v, ldv, n_keys, hd, c0, out, feed);
 }
 
 // ---- NG query rows that share a KV head, at once -------------------------------------------
@@ -775,27 +783,47 @@ EARS_AVX2 void dot_group(const float* qf, int64_t ldq, const typename KV::T* k, 
 // sum_j p[r, j] v_j for NG rows over lanes [c0 * 8, c0 * 8 + 8 * NC) of the head.
 template <class E, class KV, int NG, int NC>
 EARS_AVX2 void weighted_values_group(const float* p, int64_t ldp, const typename KV::T* v, int64_t ldv,
-                                     int64_t n_keys, int64_t hd, int64_t c0, typename E::T* out, int64_t ldo) {
+                                     int64_t n_keys, int64_t hd, int64_t c0, typename E::T* out, int64_t ldo,
+                                     LineFeed& feed) {
   __m256 acc[NG][NC];
   for (int r = 0; r < NG; ++r)
     for (int c = 0; c < NC; ++c) acc[r][c] = _mm256_setzero_ps();
-  for (int64_t j = 0; j < n_keys; ++j) {
-    __m256 vj[NC];
-    for (int c = 0; c < NC; ++c) vj[c] = KV::load(v + j * ldv + (c0 + c) * 8, hd - (c0 + c) * 8);
-    for (int r = 0; r < NG; ++r) {
-      const __m256 pj = _mm256_set1_ps(p[r * ldp + j]);
-      for (int c = 0; c < NC; ++c) acc[r][c] = _mm256_fmadd_ps(pj, vj[c], acc[r][c]);
+  for (int64_t j0 = 0; j0 < n_keys; j0 += kFeedKeys) {
+    const int64_t j1 = std::min(n_keys, j0 + kFeedKeys);
+    feed.step(j1 - j0);
+    for (int64_t j = j0; j < j1; ++j) {
+      __m256 vj[NC];
+      for (int c = 0; c < NC; ++c) vj[c] = KV::load(v + j * ldv + (c0 + c) * 8, hd - (c0 + c) * 8);
+      for (int r = 0; r < NG; ++r) {
+        const __m256 pj = _mm256_set1_ps(p[r * ldp + j]);
+        for (int c = 0; c < NC; ++c) acc[r][c] = _mm256_fmadd_ps(pj, vj[c], acc[r][c]);
+      }
     }
   }
   for (int r = 0; r < NG; ++r)
     for (int c = 0; c < NC; ++c) E::store(out + r * ldo + (c0 + c) * 8, acc[r][c], hd - (c0 + c) * 8);
 }
 
+// Output chunks (8 lanes) of V per pass over the keys for NG query rows (2 to 4): NG x NC
+// accumulators, each one FMA per key — at least 8 of them keep both FMA ports busy through the
+// FMA's 4-cycle latency (3 rows x 2 chunks, 6 chains, took 4 cycles per key where 3 x 3 take 4.5
+// for 1.5 x the work: the 3-row group 1.67 -> 1.57 us, 129 keys of 64 in L1, Intel Xeon masked to
+// avx2), with NC chunks of V live beside them.
+constexpr int value_chunks(int64_t ng) { return ng == 2 ? 4 : ng == 3 ? 3 : 2; }
+// The passes over the keys that the value sums of ng rows take (attend_impl's for one row,
+// attend_group's for 2 to 4): LineFeed's steps.
+constexpr int64_t value_passes(int64_t ng, int64_t chunks) {
+  if (ng == 1) return chunks / 8 + chunks % 8 / 4 + chunks % 4;
+  const int64_t nc = value_chunks(ng), left = chunks % nc;
+  return chunks / nc + (nc > 2 && left >= 2 ? 1 + left - 2 : left);
+}
+
 // NG (2 to 4) query rows q + r * hd of one token over the same n_keys keys, outputs out + r * hd.
 // scratch: NG * (hd rounded up to 8 + n_keys) floats.
 template <class E, class KV, int NG>
 EARS_AVX2 void attend_group(const typename E::T* q, const typename KV::T* k, int64_t ldk, const typename KV::T* v,
-                            int64_t ldv, int64_t n_keys, int64_t hd, float scale, float* scratch, typename E::T* out) {
+                            int64_t ldv, int64_t n_keys, int64_t hd, float scale, float* scratch, typename E::T* out,
+                            LineFeed& feed) {
   static_assert(NG >= 2 && NG <= 4, "register budget: NG x NK and NG x NC accumulators");
   const int64_t hdp = (hd + 7) / 8 * 8;
   float* qf = scratch;             // [NG, hdp]: q in fp32, zero-padded like E::load's tails
@@ -804,14 +832,24 @@ EARS_AVX2 void attend_group(const typename E::T* q, const typename KV::T* k, int
     for (int64_t d = 0; d < hdp; d += 8) _mm256_storeu_ps(qf + r * hdp + d, E::load(q + r * hd + d, hd - d));
   constexpr int NK = 12 / NG;  // 6, 4 or 3 keys: 12 accumulators
   int64_t j = 0;
-  for (; j + NK <= n_keys; j += NK) dot_group<KV, NG, NK>(qf, hdp, k + j * ldk, ldk, hd, s + j, n_keys);
+  for (; j + NK <= n_keys; j += NK) {
+    dot_group<KV, NG, NK>(qf, hdp, k + j * ldk, ldk, hd, s + j, n_keys);
+    feed.step(NK);
+  }
   for (; j < n_keys; ++j) dot_group<KV, NG, 1>(qf, hdp, k + j * ldk, ldk, hd, s + j, n_keys);
   for (int r = 0; r < NG; ++r) softmax_scores<E>(s + r * n_keys, n_keys, scale);
-  constexpr int NC = NG == 2 ? 4 : 2;  // 8 accumulators, NC chunks of V live
+  // value_passes(NG, chunks) passes over the keys, value_chunks(NG) chunks at a time, then 2, then 1.
+  constexpr int NC = value_chunks(NG);
   const int64_t chunks = (hd + 7) / 8;
   int64_t c0 = 0;
-  for (; c0 + NC <= chunks; c0 += NC) weighted_values_group<E, KV, NG, NC>(s, n_keys, v, ldv, n_keys, hd, c0, out, hd);
-  for (; c0 < chunks; ++c0) weighted_values_group<E, KV, NG, 1>(s, n_keys, v, ldv, n_keys, hd, c0, out, hd);
+  for (; c0 + NC <= chunks; c0 += NC)
+    weighted_values_group<E, KV, NG, NC>(s, n_keys, v, ldv, n_keys, hd, c0, out, hd, feed);
+  if constexpr (NC > 2)
+    if (c0 + 2 <= chunks) {
+      weighted_values_group<E, KV, NG, 2>(s, n_keys, v, ldv, n_keys, hd, c0, out, hd, feed);
+      c0 += 2;
+    }
+  for (; c0 < chunks; ++c0) weighted_values_group<E, KV, NG, 1>(s, n_keys, v, ldv, n_keys, hd, c0, out, hd, feed);
 }
 
 // n rows of hd bf16 (row stride ld) -> fp32, packed (row stride hd).
@@ -833,29 +871,33 @@ constexpr int64_t kWidenMinRows = 32;
 template <class E, class KV>
 EARS_AVX2 void attend_some(int64_t ng, const typename E::T* q, const typename KV::T* k, int64_t ldk,
                            const typename KV::T* v, int64_t ldv, int64_t n_keys, int64_t hd, float scale, float* scratch,
-                           typename E::T* out) {
+                           typename E::T* out, LineFeed& feed) {
   switch (ng) {
-    case 1: attend_impl<E, KV>(q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out); break;
-    case 2: attend_group<E, KV, 2>(q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out); break;
-    case 3: attend_group<E, KV, 3>(q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out); break;
-    default: attend_group<E, KV, 4>(q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out); break;
+    case 1: attend_impl<E, KV>(q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out, feed); break;
+    case 2: attend_group<E, KV, 2>(q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out, feed); break;
+    case 3: attend_group<E, KV, 3>(q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out, feed); break;
+    default: attend_group<E, KV, 4>(q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out, feed); break;
   }
 }
 // attend_some over K / V loaded whole (head_dim a multiple of 8) or with tails.
 template <class E, class KV>
 EARS_AVX2 void attend_whole_or_not(int64_t ng, const typename E::T* q, const typename KV::T* k, int64_t ldk,
                                    const typename KV::T* v, int64_t ldv, int64_t n_keys, int64_t hd, float scale,
-                                   float* scratch, typename E::T* out) {
+                                   float* scratch, typename E::T* out, LineFeed& feed) {
   if (hd % 8 == 0) {
-    attend_some<E, Whole<KV>>(ng, q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out);
+    attend_some<E, Whole<KV>>(ng, q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out, feed);
   } else {
-    attend_some<E, KV>(ng, q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out);
+    attend_some<E, KV>(ng, q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out, feed);
   }
 }
+// The next group of a token's query heads, `left` of them still to do: up to 4 (5 as 3 + 2: a lone
+// row shares nothing).
+constexpr int64_t head_group(int64_t left) { return left == 5 ? 3 : std::min<int64_t>(left, 4); }
+
 template <class E>
 EARS_AVX2 void attend_rows_impl(const typename E::T* q, int64_t ldq, int64_t T, int64_t G, const int64_t* n_keys,
                                 const typename E::T* k, int64_t ldk, const typename E::T* v, int64_t ldv, int64_t hd,
-                                float scale, typename E::T* out, int64_t ldo) {
+                                float scale, typename E::T* out, int64_t ldo, const NextKV* next) {
   const int64_t most = *std::max_element(n_keys, n_keys + T);
   const bool widen = std::is_same_v<E, Bf16> && T * G >= kWidenMinRows;
   const int64_t group_scratch = 4 * ((hd + 7) / 8 * 8 + most);
@@ -868,28 +910,29 @@ EARS_AVX2 void attend_rows_impl(const typename E::T* q, int64_t ldq, int64_t T, 
       widen_rows(k, ldk, most, hd, kf);
       widen_rows(v, ldv, most, hd, vf);
     }
-  // The G heads of a token in groups of up to 4 (5 as 3 + 2: a lone row shares nothing).
+  // The next run's lines, paced by the key visits of the first token's groups (scores: one per
+  // key; value sums: one per key and pass; decoders/line_feed.h says why the first token's).
+  int64_t steps = 0;
+  for (int64_t g = 0, ng = 0; g < G; g += ng) {
+    ng = head_group(G - g);
+    steps += n_keys[0] * (1 + value_passes(ng, (hd + 7) / 8));
+  }
+  LineFeed feed(next, steps);
   for (int64_t t = 0; t < T; ++t)
-    for (int64_t g = 0; g < G;) {
-      const int64_t ng = G - g == 5 ? 3 : std::min<int64_t>(G - g, 4);
+    for (int64_t g = 0, ng = 0; g < G; g += ng) {
+      ng = head_group(G - g);
       const typename E::T* qr = q + t * ldq + g * hd;
       typename E::T* o = out + t * ldo + g * hd;
       if (widen) {
-        attend_whole_or_not<E, F32>(ng, qr, kf, hd, vf, hd, n_keys[t], hd, scale, scratch.data(), o);
+        attend_whole_or_not<E, F32>(ng, qr, kf, hd, vf, hd, n_keys[t], hd, scale, scratch.data(), o, feed);
       } else {
-        attend_whole_or_not<E, E>(ng, qr, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), o);
+        attend_whole_or_not<E, E>(ng, qr, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), o, feed);
       }
-      g += ng;
     }
+  feed.finish();
 }
 
 }  // namespace
-
-void prefetch_rows(const void* p, int64_t n, int64_t ld_bytes, int64_t row_bytes) {
-  const char* c = static_cast<const char*>(p);
-  for (int64_t r = 0; r < n; ++r, c += ld_bytes)
-    for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(c + b, 0, 2);
-}
 
 void rms_norm_rows(const uint16_t* x, int64_t outer, int64_t outer_stride, int64_t inner, int64_t D, const uint16_t* w,
                    bool w_per_inner, float eps, uint16_t* y) {
@@ -909,19 +952,23 @@ void rope_rows(const float* x, int64_t outer, int64_t outer_stride, int64_t n_he
 }
 void attend_row(const uint16_t* q, const uint16_t* k, int64_t ldk, const uint16_t* v, int64_t ldv, int64_t n_keys,
                 int64_t hd, float scale, float* scratch, uint16_t* out) {
-  attend_whole_or_not<Bf16, Bf16>(1, q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out);
+  LineFeed none;
+  attend_whole_or_not<Bf16, Bf16>(1, q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out, none);
 }
 void attend_row(const float* q, const float* k, int64_t ldk, const float* v, int64_t ldv, int64_t n_keys, int64_t hd,
                 float scale, float* scratch, float* out) {
-  attend_whole_or_not<F32, F32>(1, q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out);
+  LineFeed none;
+  attend_whole_or_not<F32, F32>(1, q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out, none);
 }
 void attend_rows(const uint16_t* q, int64_t ldq, int64_t T, int64_t G, const int64_t* n_keys, const uint16_t* k,
-                 int64_t ldk, const uint16_t* v, int64_t ldv, int64_t hd, float scale, uint16_t* out, int64_t ldo) {
-  attend_rows_impl<Bf16>(q, ldq, T, G, n_keys, k, ldk, v, ldv, hd, scale, out, ldo);
+                 int64_t ldk, const uint16_t* v, int64_t ldv, int64_t hd, float scale, uint16_t* out, int64_t ldo,
+                 const NextKV* next) {
+  attend_rows_impl<Bf16>(q, ldq, T, G, n_keys, k, ldk, v, ldv, hd, scale, out, ldo, next);
 }
 void attend_rows(const float* q, int64_t ldq, int64_t T, int64_t G, const int64_t* n_keys, const float* k,
-                 int64_t ldk, const float* v, int64_t ldv, int64_t hd, float scale, float* out, int64_t ldo) {
-  attend_rows_impl<F32>(q, ldq, T, G, n_keys, k, ldk, v, ldv, hd, scale, out, ldo);
+                 int64_t ldk, const float* v, int64_t ldv, int64_t hd, float scale, float* out, int64_t ldo,
+                 const NextKV* next) {
+  attend_rows_impl<F32>(q, ldq, T, G, n_keys, k, ldk, v, ldv, hd, scale, out, ldo, next);
 }
 void swiglu_rows(const uint16_t* gate_up, int64_t rows, int64_t I, uint16_t* act) {
   swiglu_impl<Bf16>(gate_up, rows, I, act);
@@ -934,7 +981,6 @@ void gemm_bf16(const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t, int6
                int64_t, int64_t, int64_t) {}
 void gemm_f32(const float*, int64_t, int64_t, const float*, int64_t, int64_t, const float*, float*, int64_t, int64_t,
               int64_t) {}
-void prefetch_rows(const void*, int64_t, int64_t, int64_t) {}
 void rms_norm_rows(const uint16_t*, int64_t, int64_t, int64_t, int64_t, const uint16_t*, bool, float, uint16_t*) {}
 void rms_norm_rows(const float*, int64_t, int64_t, int64_t, int64_t, const float*, bool, float, float*) {}
 void rope_rows(const uint16_t*, int64_t, int64_t, int64_t, int64_t, const uint16_t*, const uint16_t*, uint16_t*) {}
@@ -943,9 +989,9 @@ void attend_row(const uint16_t*, const uint16_t*, int64_t, const uint16_t*, int6
                 uint16_t*) {}
 void attend_row(const float*, const float*, int64_t, const float*, int64_t, int64_t, int64_t, float, float*, float*) {}
 void attend_rows(const uint16_t*, int64_t, int64_t, int64_t, const int64_t*, const uint16_t*, int64_t, const uint16_t*,
-                 int64_t, int64_t, float, uint16_t*, int64_t) {}
+                 int64_t, int64_t, float, uint16_t*, int64_t, const NextKV*) {}
 void attend_rows(const float*, int64_t, int64_t, int64_t, const int64_t*, const float*, int64_t, const float*, int64_t,
-                 int64_t, float, float*, int64_t) {}
+                 int64_t, float, float*, int64_t, const NextKV*) {}
 void swiglu_rows(const uint16_t*, int64_t, int64_t, uint16_t*) {}
 void swiglu_rows(const float*, int64_t, int64_t, float*) {}
 

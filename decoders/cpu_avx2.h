@@ -19,6 +19,8 @@
 // check kernels::path() before calling.
 #pragma once
 
+#include "decoders/line_feed.h"
+
 #include <cstdint>
 
 namespace ears {
@@ -71,14 +73,13 @@ void attend_row(const float* q, const float* k, int64_t ldk, const float* v, int
 // q + t * ldq + g * hd, its output at out + t * ldo + g * hd, over the first n_keys[t] keys.
 // Each row's output is attend_row's, bit for bit: the G heads of a token go in groups of up to 4
 // that load (bf16: widen) each K and V chunk once for the group, the same sums in the same order
-// per row; bf16, many rows: K and V are widened to fp32 once for all of them first.
+// per row; bf16, many rows: K and V are widened to fp32 once for all of them first. `next` (may be
+// null): the rows of the caller's next run, brought into L2 as the loops go (decoders/line_feed.h).
 void attend_rows(const uint16_t* q, int64_t ldq, int64_t T, int64_t G, const int64_t* n_keys, const uint16_t* k,
-                 int64_t ldk, const uint16_t* v, int64_t ldv, int64_t hd, float scale, uint16_t* out, int64_t ldo);
+                 int64_t ldk, const uint16_t* v, int64_t ldv, int64_t hd, float scale, uint16_t* out, int64_t ldo,
+                 const NextKV* next);
 void attend_rows(const float* q, int64_t ldq, int64_t T, int64_t G, const int64_t* n_keys, const float* k, int64_t ldk,
-                 const float* v, int64_t ldv, int64_t hd, float scale, float* out, int64_t ldo);
-
-// Prefetches n rows of row_bytes each (row stride ld_bytes) into L2, one line at a time.
-void prefetch_rows(const void* p, int64_t n, int64_t ld_bytes, int64_t row_bytes);
+                 const float* v, int64_t ldv, int64_t hd, float scale, float* out, int64_t ldo, const NextKV* next);
 
 // SwiGLU over rows of a fused [gate (I) | up (I)] projection: act[r * I + i] = E(E(silu(g)) * u),
 // g = gate_up[r * 2I + i], u = gate_up[r * 2I + I + i], silu(g) = g / (1 + e^-g) in fp32, E the

@@ -2,6 +2,7 @@
 #include "decoders/bf16_bits.h"
 
 #include "decoders/kernel_path.h"
+#include "decoders/line_feed.h"
 
 #include <algorithm>
 #include <atomic>
@@ -190,7 +191,7 @@ EARS_AVX512_BF16 void dot4(const uint16_t* q, const uint16_t* k, int64_t ldk, in
 // runtime-sized array of them lived in memory: a store-to-load chain per FMA), rounded to bf16.
 template <int NC>
 EARS_AVX512_BF16 void weighted_values(const float* p, const uint16_t* v, int64_t ldv, int64_t n_keys, int64_t hd,
-                                      int64_t c0, uint16_t* out) {
+                                      int64_t c0, uint16_t* out, LineFeed& feed) {
   __m512 acc[NC];
   __mmask16 mask[NC];
 #pragma GCC unroll 8
@@ -199,10 +200,14 @@ EARS_AVX512_BF16 void weighted_values(const float* p, const uint16_t* v, int64_t
     const int64_t left = hd - (c0 + c) * 16;
     mask[c] = left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1);
   }
-  for (int64_t j = 0; j < n_keys; ++j) {
-    const __m512 pj = _mm512_set1_ps(p[j]);
-    const uint16_t* vj = v + j * ldv + c0 * 16;
-    for (int c = 0; c < NC; ++c) acc[c] = _mm512_fmadd_ps(pj, load16_f32(vj + c * 16, mask[c]), acc[c]);
+  for (int64_t j0 = 0; j0 < n_keys; j0 += kFeedKeys) {
+    const int64_t j1 = std::min(n_keys, j0 + kFeedKeys);
+    feed.step(j1 - j0);
+    for (int64_t j = j0; j < j1; ++j) {
+      const __m512 pj = _mm512_set1_ps(p[j]);
+      const uint16_t* vj = v + j * ldv + c0 * 16;
+      for (int c = 0; c < NC; ++c) acc[c] = _mm512_fmadd_ps(pj, load16_f32(vj + c * 16, mask[c]), acc[c]);
+    }
   }
   alignas(64) float tmp[16];
   for (int c = 0; c < NC; ++c) {
@@ -308,7 +313,7 @@ EARS_AVX512_BF16 void dot_rows4(const uint16_t* const* q, const uint16_t* k, int
 // row weighted_values' sums, each V chunk widened once for every row.
 template <int NG, int NC>
 EARS_AVX512_BF16 void weighted_values_rows(const float* const* p, const uint16_t* v, int64_t ldv, int64_t n_keys,
-                                           int64_t hd, int64_t c0, uint16_t* const* out) {
+                                           int64_t hd, int64_t c0, uint16_t* const* out, LineFeed& feed) {
   __m512 acc[NG][NC];
   __mmask16 mask[NC];
 #pragma GCC unroll 16
@@ -319,16 +324,20 @@ EARS_AVX512_BF16 void weighted_values_rows(const float* const* p, const uint16_t
   }
   // Every loop over rows and chunks unrolled, so the accumulators are registers: __m512 may alias
   // the float loads of p, and an array of them indexed in a loop was stored back every key.
-  for (int64_t j = 0; j < n_keys; ++j) {
-    const uint16_t* vj = v + j * ldv + c0 * 16;
-    __m512 vc[NC];
+  for (int64_t j0 = 0; j0 < n_keys; j0 += kFeedKeys) {
+    const int64_t j1 = std::min(n_keys, j0 + kFeedKeys);
+    feed.step(j1 - j0);
+    for (int64_t j = j0; j < j1; ++j) {
+      const uint16_t* vj = v + j * ldv + c0 * 16;
+      __m512 vc[NC];
 #pragma GCC unroll 4
-    for (int c = 0; c < NC; ++c) vc[c] = load16_f32(vj + c * 16, mask[c]);
+      for (int c = 0; c < NC; ++c) vc[c] = load16_f32(vj + c * 16, mask[c]);
 #pragma GCC unroll 4
-    for (int r = 0; r < NG; ++r) {
-      const __m512 pj = _mm512_set1_ps(p[r][j]);
+      for (int r = 0; r < NG; ++r) {
+        const __m512 pj = _mm512_set1_ps(p[r][j]);
 #pragma GCC unroll 4
-      for (int c = 0; c < NC; ++c) acc[r][c] = _mm512_fmadd_ps(pj, vc[c], acc[r][c]);
+        for (int c = 0; c < NC; ++c) acc[r][c] = _mm512_fmadd_ps(pj, vc[c], acc[r][c]);
+      }
     }
   }
   alignas(64) float tmp[16];
@@ -346,7 +355,7 @@ EARS_AVX512_BF16 void weighted_values_rows(const float* const* p, const uint16_t
 template <int NG>
 EARS_AVX512_BF16 void attend_group(const uint16_t* const* q, const uint16_t* k, int64_t ldk, const uint16_t* v,
                                    int64_t ldv, int64_t n_keys, int64_t hd, float scale, float* scratch,
-                                   uint16_t* const* out) {
+                                   uint16_t* const* out, LineFeed& feed) {
   static_assert(NG >= 2 && NG <= 4, "a lone row is attend_row's; 4 x 4 score accumulators");
   float* s[NG];
   for (int r = 0; r < NG; ++r) s[r] = scratch + r * n_keys;
@@ -355,35 +364,61 @@ EARS_AVX512_BF16 void attend_group(const uint16_t* const* q, const uint16_t* k, 
     float* sj[NG];
     for (int r = 0; r < NG; ++r) sj[r] = s[r] + j;
     dot_rows4<NG>(q, k + j * ldk, ldk, hd, sj);
+    feed.step(4);
   }
   for (; j < n_keys; ++j)
     for (int r = 0; r < NG; ++r) s[r][j] = dot(q[r], k + j * ldk, hd);
   for (int r = 0; r < NG; ++r) softmax_scores(s[r], n_keys, scale);
   const int64_t chunks = (hd + 15) / 16;
   int64_t c0 = 0;
-  for (; c0 + 4 <= chunks; c0 += 4) weighted_values_rows<NG, 4>(s, v, ldv, n_keys, hd, c0, out);
-  for (; c0 < chunks; ++c0) weighted_values_rows<NG, 1>(s, v, ldv, n_keys, hd, c0, out);
+  for (; c0 + 4 <= chunks; c0 += 4) weighted_values_rows<NG, 4>(s, v, ldv, n_keys, hd, c0, out, feed);
+  for (; c0 < chunks; ++c0) weighted_values_rows<NG, 1>(s, v, ldv, n_keys, hd, c0, out, feed);
 }
-}  // namespace
 
-EARS_AVX512_BF16 void attend_row(const uint16_t* q, const uint16_t* k, int64_t ldk, const uint16_t* v,
-                                 int64_t ldv, int64_t n_keys, int64_t hd, float scale, float* scratch,
-                                 uint16_t* out) {
+// attend_row, its loops stepping `feed`.
+EARS_AVX512_BF16 void attend_one(const uint16_t* q, const uint16_t* k, int64_t ldk, const uint16_t* v, int64_t ldv,
+                                 int64_t n_keys, int64_t hd, float scale, float* scratch, uint16_t* out,
+                                 LineFeed& feed) {
   int64_t j = 0;
-  for (; j + 4 <= n_keys; j += 4) dot4(q, k + j * ldk, ldk, hd, scratch + j);
+  for (; j + 4 <= n_keys; j += 4) {
+    dot4(q, k + j * ldk, ldk, hd, scratch + j);
+    feed.step(4);
+  }
   for (; j < n_keys; ++j) scratch[j] = dot(q, k + j * ldk, hd);
   softmax_scores(scratch, n_keys, scale);
   const int64_t chunks = (hd + 15) / 16;
   int64_t c0 = 0;
-  for (; c0 + 8 <= chunks; c0 += 8) weighted_values<8>(scratch, v, ldv, n_keys, hd, c0, out);
-  for (; c0 + 4 <= chunks; c0 += 4) weighted_values<4>(scratch, v, ldv, n_keys, hd, c0, out);
-  for (; c0 < chunks; ++c0) weighted_values<1>(scratch, v, ldv, n_keys, hd, c0, out);
+  for (; c0 + 8 <= chunks; c0 += 8) weighted_values<8>(scratch, v, ldv, n_keys, hd, c0, out, feed);
+  for (; c0 + 4 <= chunks; c0 += 4) weighted_values<4>(scratch, v, ldv, n_keys, hd, c0, out, feed);
+  for (; c0 < chunks; ++c0) weighted_values<1>(scratch, v, ldv, n_keys, hd, c0, out, feed);
+}
+
+// The passes over the keys that the value sums of ng rows take (16-lane chunks): attend_one's for
+// one row, attend_group's for 2 to 4 — LineFeed's steps.
+constexpr int64_t value_passes(int64_t ng, int64_t chunks) {
+  return ng == 1 ? chunks / 8 + chunks % 8 / 4 + chunks % 4 : chunks / 4 + chunks % 4;
+}
+}  // namespace
+
+void attend_row(const uint16_t* q, const uint16_t* k, int64_t ldk, const uint16_t* v, int64_t ldv, int64_t n_keys,
+                int64_t hd, float scale, float* scratch, uint16_t* out) {
+  LineFeed none;
+  attend_one(q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out, none);
 }
 
 void attend_rows(const uint16_t* q, int64_t ldq, int64_t T, int64_t G, const int64_t* n_keys, const uint16_t* k,
-                 int64_t ldk, const uint16_t* v, int64_t ldv, int64_t hd, float scale, uint16_t* out, int64_t ldo) {
+                 int64_t ldk, const uint16_t* v, int64_t ldv, int64_t hd, float scale, uint16_t* out, int64_t ldo,
+                 const NextKV* next) {
   thread_local std::vector<float> scratch;
   scratch.resize(static_cast<size_t>(4 * *std::max_element(n_keys, n_keys + T)));
+  // The next run's lines, paced by the key visits of the first token's groups (scores: one per
+  // key; value sums: one per key and pass; decoders/line_feed.h says why the first token's).
+  int64_t steps = 0;
+  for (int64_t g = 0, ng = 0; g < G; g += ng) {
+    ng = std::min<int64_t>(G - g, 4);
+    steps += n_keys[0] * (1 + value_passes(ng, (hd + 15) / 16));
+  }
+  LineFeed feed(next, steps);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t g = 0; g < G;) {
       const int64_t ng = std::min<int64_t>(G - g, 4);
@@ -393,14 +428,15 @@ void attend_rows(const uint16_t* q, int64_t ldq, int64_t T, int64_t G, const int
         qs[r] = q + t * ldq + (g + r) * hd;
         os[r] = out + t * ldo + (g + r) * hd;
       }
-      switch (ng) {  // a lone row shares nothing: attend_row
-        case 1: attend_row(qs[0], k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), os[0]); break;
-        case 2: attend_group<2>(qs, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), os); break;
-        case 3: attend_group<3>(qs, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), os); break;
-        default: attend_group<4>(qs, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), os); break;
+      switch (ng) {  // a lone row shares nothing: attend_row's code
+        case 1: attend_one(qs[0], k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), os[0], feed); break;
+        case 2: attend_group<2>(qs, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), os, feed); break;
+        case 3: attend_group<3>(qs, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), os, feed); break;
+        default: attend_group<4>(qs, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), os, feed); break;
       }
       g += ng;
     }
+  feed.finish();
 }
 
 EARS_AVX512_BF16 void rms_norm_rows(const uint16_t* x, int64_t outer, int64_t outer_stride, int64_t inner,
@@ -694,7 +730,7 @@ void gemm_nt(const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t, int64_
 void attend_row(const uint16_t*, const uint16_t*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, float,
                 float*, uint16_t*) {}
 void attend_rows(const uint16_t*, int64_t, int64_t, int64_t, const int64_t*, const uint16_t*, int64_t, const uint16_t*,
-                 int64_t, int64_t, float, uint16_t*, int64_t) {}
+                 int64_t, int64_t, float, uint16_t*, int64_t, const NextKV*) {}
 
 #endif
 

@@ -25,6 +25,8 @@
 // with other translation units.
 #pragma once
 
+#include "decoders/line_feed.h"
+
 #include <cstdint>
 
 namespace ears {
@@ -81,9 +83,10 @@ void attend_row(const uint16_t* q, const uint16_t* k, int64_t ldk, const uint16_
                 int64_t n_keys, int64_t hd, float scale, float* scratch, uint16_t* out);
 // The query rows of one sequence that share one KV head (decoders/cpu_avx2.h's attend_rows
 // contract), each row attend_row's output bit for bit: the G heads of a token in groups of up to
-// 4 that load each K and V chunk once and reduce their scores together.
+// 4 that load each K and V chunk once and reduce their scores together; `next` as there.
 void attend_rows(const uint16_t* q, int64_t ldq, int64_t T, int64_t G, const int64_t* n_keys, const uint16_t* k,
-                 int64_t ldk, const uint16_t* v, int64_t ldv, int64_t hd, float scale, uint16_t* out, int64_t ldo);
+                 int64_t ldk, const uint16_t* v, int64_t ldv, int64_t hd, float scale, uint16_t* out, int64_t ldo,
+                 const NextKV* next);
 
 }  // namespace cpu_bf16
 }  // namespace ears

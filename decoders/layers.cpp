@@ -27,6 +27,7 @@
 #include "decoders/cpu_avx2.h"
 #include "decoders/cpu_bf16.h"
 #include "decoders/kernel_path.h"
+#include "decoders/line_feed.h"
 #include "decoders/weight_memory.h"
 #include "harness/base/error.h"
 
@@ -526,33 +527,38 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
     // Where a run's K and V rows start (elements from the tensors' data).
     auto k_at = [&](const Run& r) { return r.b * k.stride(0) + r.kvh * k.stride(1); };
     auto v_at = [&](const Run& r) { return r.b * v.stride(0) + r.kvh * v.stride(1); };
-    // A run's K and V rows, into L2 before the run ahead of it starts: short streams (one KV
-    // head's keys: 16 KiB for 128 keys of 64 bf16) that the hardware prefetcher barely ramps up
-    // on. A 16-sequence decode step's attention 18.5 -> 16.5 ms (Intel Xeon masked to avx2,
-    // docs/performance-log.md, nineteenth session).
-    auto prefetch_run = [&](auto* kb, auto* vb, const Run& r) {
+    // A run's K and V rows (its longest query's keys): short streams (one KV head's keys: 16 KiB for
+    // 128 keys of 64 bf16) that the hardware prefetcher barely ramps up on. A thread's first run
+    // is prefetched whole before it starts; each later one is handed to the kernel of the run
+    // before it, which brings it into L2 as its loops go (decoders/line_feed.h). Prefetched in one
+    // burst before each run, a 16-sequence decode step's attention had gone 18.5 -> 16.5 ms (Intel
+    // Xeon masked to avx2, nineteenth session); fed, on the 100M model 2.05 -> 1.69 ms masked to
+    // avx2 and 2.04 -> 1.66 ms on amx (docs/performance-log.md, thirty-second session).
+    auto run_rows = [&](auto* kb, auto* vb, const Run& r) {
       const int64_t* nk = n_keys.data() + r.b * T + r.t0;
       const int64_t keys = *std::max_element(nk, nk + r.n);
       const int64_t elt = static_cast<int64_t>(sizeof(*kb));
-      cpu_avx2::prefetch_rows(kb + k_at(r), keys, k.stride(2) * elt, hd * elt);
-      cpu_avx2::prefetch_rows(vb + v_at(r), keys, v.stride(2) * elt, hd * elt);
+      return NextKV{RowSpan{kb + k_at(r), keys, k.stride(2) * elt, hd * elt},
+                    RowSpan{vb + v_at(r), keys, v.stride(2) * elt, hd * elt}};
     };
     auto rows = [&](auto* qb, auto* kb, auto* vb, auto* ob, auto attend_rows) {
       at::parallel_for(0, B * K * T, grain, [&](int64_t i0, int64_t i1) {
-        prefetch_run(kb, vb, run_at(i0, i1));
+        const NextKV first = run_rows(kb, vb, run_at(i0, i1));
+        prefetch_span(first.k);
+        prefetch_span(first.v);
         for (int64_t i = i0; i < i1;) {
           const Run r = run_at(i, i1);
           const int64_t row0 = (r.b * T + r.t0) * H + r.kvh * G;  // query row (b, t0, kvh * G)
-          if (i + r.n < i1) prefetch_run(kb, vb, run_at(i + r.n, i1));
+          const NextKV next = i + r.n < i1 ? run_rows(kb, vb, run_at(i + r.n, i1)) : NextKV{};
           attend_rows(qb + row0 * hd, H * hd, r.n, G, n_keys.data() + r.b * T + r.t0, kb + k_at(r), k.stride(2),
-                      vb + v_at(r), v.stride(2), hd, fscale, ob + row0 * hd, H * hd);
+                      vb + v_at(r), v.stride(2), hd, fscale, ob + row0 * hd, H * hd, &next);
           i += r.n;
         }
       });
     };
     if (f32) {
       using F = void (*)(const float*, int64_t, int64_t, int64_t, const int64_t*, const float*, int64_t, const float*,
-                         int64_t, int64_t, float, float*, int64_t);
+                         int64_t, int64_t, float, float*, int64_t, const NextKV*);
       rows(qc.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(), out.data_ptr<float>(),
            static_cast<F>(cpu_avx2::attend_rows));
     } else {

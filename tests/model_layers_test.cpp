@@ -31,6 +31,7 @@
 #include "decoders/cpu_bf16.h"
 #include "decoders/kernel_path.h"
 #include "decoders/layers.h"
+#include "decoders/line_feed.h"
 #include "decoders/model.h"
 #include "decoders/model_config.h"
 #include "decoders/safetensors_header.h"
@@ -477,6 +478,53 @@ TEST_P(CpuKernels, Float32RowKernelsMatchTheFormulas) {
         const at::Tensor o = at::mv(v[b][kv].narrow(0, 0, n).to(at::kDouble).t(), at::softmax(sc, 0));
         EXPECT_LE(max_abs(got[b][t].narrow(0, h * d, d), o.to(at::kFloat)), 1e-5) << b << " " << t << " " << h;
       }
+}
+
+// The next attention run's lines (decoders/line_feed.h): the cursor gives every line of the keys,
+// then of the values, row by row (a row of 160 bytes is 3 lines), skipping an empty span; the feed
+// issues them in proportion to the steps taken — all of them by the last step, even where lines x
+// 65536 / steps is not whole — and never more.
+TEST(LineFeed, CursorWalksKeysThenValuesRowByRow) {
+  std::vector<char> buf(4096);
+  const char* kb = buf.data();
+  const char* vb = buf.data() + 2048;
+  const ears::NextKV kv{ears::RowSpan{kb, 3, 256, 160}, ears::RowSpan{vb, 2, 200, 64}};
+  std::vector<const char*> want;
+  for (int r = 0; r < 3; ++r)
+    for (int off : {0, 64, 128}) want.push_back(kb + r * 256 + off);
+  for (int r = 0; r < 2; ++r) want.push_back(vb + r * 200);
+  ears::LineCursor c(kv);
+  std::vector<const char*> got;
+  for (const char* p = c.next(); p; p = c.next()) got.push_back(p);
+  EXPECT_EQ(got, want);
+  ears::LineCursor values_only(ears::NextKV{ears::RowSpan{}, kv.v});
+  EXPECT_EQ(values_only.next(), vb);
+  EXPECT_EQ(values_only.next(), vb + 200);
+  EXPECT_EQ(values_only.next(), nullptr);
+  EXPECT_EQ(ears::LineCursor(ears::NextKV{}).next(), nullptr);
+}
+
+TEST(LineFeed, IssuesInProportionToStepsAndAllByTheLast) {
+  std::vector<char> buf(4096);
+  const ears::NextKV kv{ears::RowSpan{buf.data(), 10, 64, 64}, ears::RowSpan{buf.data() + 1024, 3, 128, 128}};  // 16
+  ears::LineFeed feed(&kv, 48);  // a third of a line per step
+  feed.step(24);
+  EXPECT_EQ(feed.issued(), 8);
+  feed.step(23);
+  EXPECT_EQ(feed.issued(), 15);
+  feed.step();
+  EXPECT_EQ(feed.issued(), 16);
+  feed.step(100);
+  feed.finish();
+  EXPECT_EQ(feed.issued(), 16);
+  ears::LineFeed rest(&kv, 1000);
+  rest.step(10);
+  rest.finish();
+  EXPECT_EQ(rest.issued(), 16);
+  ears::LineFeed none;
+  none.step(1000);
+  none.finish();
+  EXPECT_EQ(none.issued(), 0);
 }
 
 // oneDNN's ISA names, any case: below AVX-512 switches oneDNN off (decoders/runtime.h) and makes
