@@ -805,11 +805,11 @@ EARS_AVX2 void weighted_values_group(const float* p, int64_t ldp, const typename
 }
 
 // Output chunks (8 lanes) of V per pass over the keys for NG query rows (2 to 4): NG x NC
-// accumulators, each one FMA per key — at least 8 of them keep both FMA ports busy through the
-// FMA's 4-cycle latency (3 rows x 2 chunks, 6 chains, took 4 cycles per key where 3 x 3 take 4.5
-// for 1.5 x the work: the 3-row group 1.67 -> 1.57 us, 129 keys of 64 in L1, Intel Xeon masked to
-// avx2), with NC chunks of V live beside them.
-constexpr int value_chunks(int64_t ng) { return ng == 2 ? 4 : ng == 3 ? 3 : 2; }
+// accumulators and NC chunks of V live. (3 rows x 3 chunks, 9 FMA chains where 3 x 2 leave the
+// 6 bound by the FMA latency, made the 3-row group 6 % faster in L1 but the linears after it in a
+// 16-sequence 6-token step 3-4 % slower, three A/B sets on the Intel Xeon masked to avx2: not
+// kept; docs/performance-log.md, thirty-second session.)
+constexpr int value_chunks(int64_t ng) { return ng == 2 ? 4 : 2; }
 // The passes over the keys that the value sums of ng rows take (attend_impl's for one row,
 // attend_group's for 2 to 4): LineFeed's steps.
 constexpr int64_t value_passes(int64_t ng, int64_t chunks) {
