@@ -814,8 +814,7 @@ constexpr int value_chunks(int64_t ng) { return ng == 2 ? 4 : 2; }
 // attend_group's for 2 to 4): LineFeed's steps.
 constexpr int64_t value_passes(int64_t ng, int64_t chunks) {
   if (ng == 1) return chunks / 8 + chunks % 8 / 4 + chunks % 4;
-  const int64_t nc = value_chunks(ng), left = chunks % nc;
-  return chunks / nc + (nc > 2 && left >= 2 ? 1 + left - 2 : left);
+  return chunks / value_chunks(ng) + chunks % value_chunks(ng);
 }
 
 // NG (2 to 4) query rows q + r * hd of one token over the same n_keys keys, outputs out + r * hd.
@@ -838,17 +837,12 @@ EARS_AVX2 void attend_group(const typename E::T* q, const typename KV::T* k, int
   }
   for (; j < n_keys; ++j) dot_group<KV, NG, 1>(qf, hdp, k + j * ldk, ldk, hd, s + j, n_keys);
   for (int r = 0; r < NG; ++r) softmax_scores<E>(s + r * n_keys, n_keys, scale);
-  // value_passes(NG, chunks) passes over the keys, value_chunks(NG) chunks at a time, then 2, then 1.
+  // value_passes(NG, chunks) passes over the keys: value_chunks(NG) chunks at a time, then 1.
   constexpr int NC = value_chunks(NG);
   const int64_t chunks = (hd + 7) / 8;
   int64_t c0 = 0;
   for (; c0 + NC <= chunks; c0 += NC)
     weighted_values_group<E, KV, NG, NC>(s, n_keys, v, ldv, n_keys, hd, c0, out, hd, feed);
-  if constexpr (NC > 2)
-    if (c0 + 2 <= chunks) {
-      weighted_values_group<E, KV, NG, 2>(s, n_keys, v, ldv, n_keys, hd, c0, out, hd, feed);
-      c0 += 2;
-    }
   for (; c0 < chunks; ++c0) weighted_values_group<E, KV, NG, 1>(s, n_keys, v, ldv, n_keys, hd, c0, out, hd, feed);
 }
 

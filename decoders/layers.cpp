@@ -543,9 +543,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
     };
     auto rows = [&](auto* qb, auto* kb, auto* vb, auto* ob, auto attend_rows) {
       at::parallel_for(0, B * K * T, grain, [&](int64_t i0, int64_t i1) {
-        const NextKV first = run_rows(kb, vb, run_at(i0, i1));
-        prefetch_span(first.k);
-        prefetch_span(first.v);
+        prefetch_all(run_rows(kb, vb, run_at(i0, i1)));
         for (int64_t i = i0; i < i1;) {
           const Run r = run_at(i, i1);
           const int64_t row0 = (r.b * T + r.t0) * H + r.kvh * G;  // query row (b, t0, kvh * G)

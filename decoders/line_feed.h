@@ -25,13 +25,6 @@ struct NextKV {
   RowSpan k, v;
 };
 
-// Prefetches every line of `span` into L2 at once (the first run of a thread: nothing to overlap).
-inline void prefetch_span(const RowSpan& span) {
-  const char* row = static_cast<const char*>(span.base);
-  for (int64_t r = 0; r < span.rows; ++r, row += span.ld_bytes)
-    for (int64_t b = 0; b < span.row_bytes; b += 64) __builtin_prefetch(row + b, 0, 2);
-}
-
 // The cache lines of a NextKV in order — keys, then values, row by row, 64 bytes apart within a
 // row — one at a time: next() is the next line's address, null once every line was given.
 class LineCursor {
@@ -68,6 +61,12 @@ class LineCursor {
   const char* row_ = nullptr;
   int64_t rows_left_ = 0, offset_ = 0;
 };
+
+// Prefetches every line of `kv` into L2 at once (a thread's first run: nothing to overlap with).
+inline void prefetch_all(const NextKV& kv) {
+  LineCursor lines(kv);
+  for (const char* line = lines.next(); line; line = lines.next()) __builtin_prefetch(line, 0, 2);
+}
 
 // The lines of a NextKV, issued into L2 (prefetcht1) in step with a kernel's loops: built with the
 // number of steps the kernel will take, step(n) after n of them issues the lines they pay for
