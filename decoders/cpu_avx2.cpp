@@ -647,6 +647,12 @@ EARS_AVX2 void swiglu_impl(const typename E::T* gate_up, int64_t rows, int64_t I
   }
 }
 
+template <class E>
+EARS_AVX2 void add_impl(const typename E::T* x, int64_t n, typename E::T* y) {
+  for (int64_t i = 0; i < n; i += 8)
+    E::store(y + i, _mm256_add_ps(E::load(y + i, n - i), E::load(x + i, n - i)), n - i);
+}
+
 // q . k_j for 4 keys at once (4 independent FMA chains; each key's sum is the same sequence as
 // dot_rows': chunks in order, then hsum). K's elements are KV's: E's, or fp32 widened from them.
 template <class E, class KV>
@@ -968,6 +974,8 @@ void swiglu_rows(const uint16_t* gate_up, int64_t rows, int64_t I, uint16_t* act
   swiglu_impl<Bf16>(gate_up, rows, I, act);
 }
 void swiglu_rows(const float* gate_up, int64_t rows, int64_t I, float* act) { swiglu_impl<F32>(gate_up, rows, I, act); }
+void add_into(const uint16_t* x, int64_t n, uint16_t* y) { add_impl<Bf16>(x, n, y); }
+void add_into(const float* x, int64_t n, float* y) { add_impl<F32>(x, n, y); }
 
 #else  // not x86-64 with GCC/Clang: kernels::path() is always aten, these are never called
 
@@ -988,6 +996,8 @@ void attend_rows(const float*, int64_t, int64_t, int64_t, const int64_t*, const 
                  int64_t, float, float*, int64_t, const NextKV*) {}
 void swiglu_rows(const uint16_t*, int64_t, int64_t, uint16_t*) {}
 void swiglu_rows(const float*, int64_t, int64_t, float*) {}
+void add_into(const uint16_t*, int64_t, uint16_t*) {}
+void add_into(const float*, int64_t, float*) {}
 
 #endif
 

@@ -89,5 +89,10 @@ void attend_rows(const float* q, int64_t ldq, int64_t T, int64_t G, const int64_
 void swiglu_rows(const uint16_t* gate_up, int64_t rows, int64_t I, uint16_t* act);
 void swiglu_rows(const float* gate_up, int64_t rows, int64_t I, float* act);
 
+// y[i] = E(y[i] + x[i]) for i < n: ATen's in-place add (the fp32 sum rounded once to E: bf16
+// nearest even, NaN 0x7fc0; none in float32), the residual stream's update. Any CPU kernel path.
+void add_into(const uint16_t* x, int64_t n, uint16_t* y);
+void add_into(const float* x, int64_t n, float* y);
+
 }  // namespace cpu_avx2
 }  // namespace ears

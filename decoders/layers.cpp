@@ -29,12 +29,23 @@
 #include "decoders/kernel_path.h"
 #include "decoders/line_feed.h"
 #include "decoders/weight_memory.h"
+#include "decoders/work_pool.h"
 #include "harness/base/error.h"
 
 namespace ears {
 namespace layers {
 
 namespace {
+// The kernels' loops: decoders/work_pool.h's loop on as many threads as LibTorch's intra-op setting
+// (decoders/runtime.h's set_threads). Under at::parallel_for's OpenMP region the caller joined every
+// thread, waiting out a worker's wake (35-65 us on these VMs once it slept) or a vCPU another process
+// held: with `yes` on one of 2 vCPUs and --threads 2, the 100M decode went 18.4 -> 13.1 ms and the
+// bundled pair's T = 0 EAGLE-3 run 540-935 -> 2390-2550 tok/s (docs/performance-log.md, thirty-third
+// session).
+template <class F>
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
+  work_pool::parallel_for(at::get_num_threads(), begin, end, grain, f);
+}
 
 // Bounds for the two kernels that are not used for every size (decoders/cpu_bf16.h):
 //  - row dots for a linear with a PLAIN weight (CPUs with AVX-512 BF16 but no AMX; prepared
@@ -121,11 +132,11 @@ int64_t token_stride(const at::Tensor& x) {
   return x.stride(1);
 }
 
-// Splits `rows` rows of `row_elems` elements (RMSNorm, RoPE, SwiGLU) over LibTorch's threads, at
+// Splits `rows` rows of `row_elems` elements (RMSNorm, RoPE, SwiGLU, adds) over the threads, at
 // least kRowGrain elements per thread; fewer run on the calling thread. A 16-sequence decode step's
 // element-wise rows ran serially between the parallel linears, long enough (10-40 us) for the idle
-// OpenMP worker to go to sleep (at the then GOMP_SPINCOUNT=1000, harness/run/environment.h) and need waking at
-// the next linear; split, the step was 0.5-1.5 ms faster and the 6-token verify ~0.5 ms (Zen 4,
+// worker to go to sleep (at the then GOMP_SPINCOUNT=1000, harness/run/environment.h) and need waking
+// at the next linear; split, the step was 0.5-1.5 ms faster and the 6-token verify ~0.5 ms (Zen 4,
 // `avx2`, 100M model; docs/performance-log.md, "2026-11-25, fourteenth session"). A 1-token decode's
 // rows stay serial.
 constexpr int64_t kRowGrain = 4096;
@@ -133,7 +144,7 @@ template <class F>
 void for_rows(int64_t rows, int64_t row_elems, const F& f) {
   const int64_t grain = std::max<int64_t>(1, kRowGrain / std::max<int64_t>(1, row_elems));
   if (rows <= grain) return f(int64_t{0}, rows);
-  at::parallel_for(0, rows, grain, f);
+  parallel_for(0, rows, grain, f);
 }
 
 const uint16_t* bits(const at::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr()); }
@@ -203,7 +214,7 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bi
     const uint16_t* wb = bits(w);
     const uint16_t* bb = bias.defined() ? bits(bias) : nullptr;
     uint16_t* yb = bits_mut(y);
-    at::parallel_for(0, N, 64, [&](int64_t n0, int64_t n1) {
+    parallel_for(0, N, 64, [&](int64_t n0, int64_t n1) {
       cpu_bf16::gemm_nt(xb, in, rows, wb, in, in, bb, yb, N, n0, n1);
     });
     return y.view(out_sizes);
@@ -244,6 +255,23 @@ at::Tensor swiglu(const at::Tensor& gate_up) {
   return act.mul_(gate_up.narrow(-1, inter, inter));
 }
 }  // namespace
+
+void residual_add_(at::Tensor& h, const at::Tensor& x) {
+  if (h.numel() > 0 && cpu_kernel_tensor(h) && x.scalar_type() == h.scalar_type() && x.device() == h.device() &&
+      x.sizes() == h.sizes() && h.is_contiguous() && x.is_contiguous() &&
+      !(at::GradMode::is_enabled() && x.requires_grad())) {
+    const int64_t D = h.size(-1), rows = h.numel() / D;
+    for_rows(rows, D, [&](int64_t r0, int64_t r1) {
+      if (h.scalar_type() == at::kFloat) {
+        cpu_avx2::add_into(x.data_ptr<float>() + r0 * D, (r1 - r0) * D, h.data_ptr<float>() + r0 * D);
+      } else {
+        cpu_avx2::add_into(bits(x) + r0 * D, (r1 - r0) * D, bits_mut(h) + r0 * D);
+      }
+    });
+    return;
+  }
+  h.add_(x);
+}
 
 at::Tensor silu_mlp(const at::Tensor& x, const at::Tensor& gate_up_w, const at::Tensor& down_w,
                     const at::Tensor& gate_up_b, const at::Tensor& down_b) {
@@ -301,7 +329,7 @@ at::Tensor LinearWeight::dense() const {
 }
 
 namespace {
-// Splits blocks of `block_rows` weight rows over LibTorch's threads, at least ~256 KiB of weights
+// Splits blocks of `block_rows` weight rows over the threads, at least ~256 KiB of weights
 // per thread for one row of x, less for more rows (the work grows with the rows: a 6-row verify
 // of the bundled tiny models' 128-768 KiB linears is compute, not a weight stream). Forking for
 // less costs more than it saves.
@@ -309,7 +337,7 @@ template <class F>
 void for_weight_blocks(int64_t N, int64_t K, int64_t rows, int64_t block_rows, int64_t elem_bytes, const F& f) {
   const int64_t work = block_rows * elem_bytes * K * std::min<int64_t>(rows, 8);
   const int64_t grain = std::max<int64_t>(1, (int64_t{256} << 10) / work);
-  at::parallel_for(0, (N + block_rows - 1) / block_rows, grain, f);
+  parallel_for(0, (N + block_rows - 1) / block_rows, grain, f);
 }
 }  // namespace
 
@@ -508,7 +536,10 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
     // One query row per (b, t, h) over its visible prefix of keys: positions[b, t] + 1 of them.
     // Work items (b, KV head, t), each the G query heads sharing that KV head; a thread's
     // consecutive items of one (b, KV head) go to the kernel together (they share its K and V).
-    const at::Tensor qc = q.contiguous();
+    // q read in place when its tokens' H rows are contiguous (the q heads of the fused qk after
+    // RoPE): the copy was one of ATen's parallel ops per layer at 16 x 6 tokens.
+    const int64_t q_ld = token_stride(q) >= 0 ? std::max<int64_t>(token_stride(q), H * hd) : H * hd;
+    const at::Tensor qc = token_stride(q) >= 0 ? q : q.contiguous();
     const at::Tensor pos = positions.to(at::kLong).contiguous();
     at::Tensor out = at::empty({B, T, H * hd}, q.options());
     std::vector<int64_t> n_keys(static_cast<size_t>(B * T));
@@ -528,7 +559,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
     auto k_at = [&](const Run& r) { return r.b * k.stride(0) + r.kvh * k.stride(1); };
     auto v_at = [&](const Run& r) { return r.b * v.stride(0) + r.kvh * v.stride(1); };
     // A run's K and V rows (its longest query's keys): short streams (one KV head's keys: 16 KiB for
-    // 128 keys of 64 bf16) that the hardware prefetcher barely ramps up on. A thread's first run
+    // 128 keys of 64 bf16) that the hardware prefetcher barely ramps up on. A chunk's first run
     // is prefetched whole before it starts; each later one is handed to the kernel of the run
     // before it, which brings it into L2 as its loops go (decoders/line_feed.h). Prefetched in one
     // burst before each run, a 16-sequence decode step's attention had gone 18.5 -> 16.5 ms (Intel
@@ -542,14 +573,15 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
                     RowSpan{vb + v_at(r), keys, v.stride(2) * elt, hd * elt}};
     };
     auto rows = [&](auto* qb, auto* kb, auto* vb, auto* ob, auto attend_rows) {
-      at::parallel_for(0, B * K * T, grain, [&](int64_t i0, int64_t i1) {
+      parallel_for(0, B * K * T, grain, [&](int64_t i0, int64_t i1) {
         prefetch_all(run_rows(kb, vb, run_at(i0, i1)));
         for (int64_t i = i0; i < i1;) {
           const Run r = run_at(i, i1);
-          const int64_t row0 = (r.b * T + r.t0) * H + r.kvh * G;  // query row (b, t0, kvh * G)
+          const int64_t token0 = r.b * T + r.t0, head0 = r.kvh * G;  // query row (b, t0, kvh * G)
+          const int64_t row0 = token0 * H + head0;
           const NextKV next = i + r.n < i1 ? run_rows(kb, vb, run_at(i + r.n, i1)) : NextKV{};
-          attend_rows(qb + row0 * hd, H * hd, r.n, G, n_keys.data() + r.b * T + r.t0, kb + k_at(r), k.stride(2),
-                      vb + v_at(r), v.stride(2), hd, fscale, ob + row0 * hd, H * hd, &next);
+          attend_rows(qb + token0 * q_ld + head0 * hd, q_ld, r.n, G, n_keys.data() + token0, kb + k_at(r),
+                      k.stride(2), vb + v_at(r), v.stride(2), hd, fscale, ob + row0 * hd, H * hd, &next);
           i += r.n;
         }
       });

@@ -66,7 +66,7 @@ at::Tensor linear(const at::Tensor& x, const LinearWeight& lw);
 // kernel path computes `dtype` (then every function below takes it; otherwise none may be called).
 bool rows_available(c10::ScalarType dtype);
 // y [rows, lw.out_features] = x [rows, lw.in_features] @ w^T (+ bias), rows contiguous; lw packed
-// for this path (prepare_linear on it) in E's dtype. Splits the weight over LibTorch's threads.
+// for this path (prepare_linear on it) in E's dtype. Splits the weight over the kernels' threads (decoders/work_pool.h).
 void linear_rows(const uint16_t* x, int64_t rows, const LinearWeight& lw, uint16_t* y);
 void linear_rows(const float* x, int64_t rows, const LinearWeight& lw, float* y);
 // RMSNorm of `rows` rows of D elements: row r reads x + r * x_stride, writes y + r * D.
@@ -88,6 +88,11 @@ void attend_row(const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t
                 float scale, float* scratch, uint16_t* out);
 void attend_row(const float* q, const float* k, const float* v, int64_t ld, int64_t n_keys, int64_t hd, float scale,
                 float* scratch, float* out);
+
+// h += x in place (the residual stream's update), rounded once to h's dtype as ATen's add_. On a
+// CPU kernel path, bf16 or float32 with both contiguous: cpu_avx2::add_into over rows split on the
+// kernels' threads (at 16 x 6 tokens ATen's own add woke its OpenMP worker from sleep twice a layer).
+void residual_add_(at::Tensor& h, const at::Tensor& x);
 
 // down(silu(gate) * up) where gate_up = x @ [gate; up]^T, i.e. gate_up_w is [2*I, hidden] with the
 // gate rows first (fused at load). Biases may be undefined.

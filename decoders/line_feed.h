@@ -62,7 +62,7 @@ class LineCursor {
   int64_t rows_left_ = 0, offset_ = 0;
 };
 
-// Prefetches every line of `kv` into L2 at once (a thread's first run: nothing to overlap with).
+// Prefetches every line of `kv` into L2 at once (a chunk's first run: nothing to overlap with).
 inline void prefetch_all(const NextKV& kv) {
   LineCursor lines(kv);
   for (const char* line = lines.next(); line; line = lines.next()) __builtin_prefetch(line, 0, 2);

@@ -188,13 +188,13 @@ ForwardOutput CausalLM::forward(const at::Tensor& ids, KVCache& cache, const For
     clock.lap(P::attention);
     const at::Tensor o = layers::linear(attn, L.o);
     clock.lap(P::o_proj);
-    h.add_(o);
+    layers::residual_add_(h, o);
     clock.lap(P::rest);
     const at::Tensor x2 = layers::rms_norm(h, L.post_norm, eps);
     clock.lap(P::norms);
     const at::Tensor mlp = layers::silu_mlp(x2, L.gate_up, L.down);
     clock.lap(P::mlp);
-    h.add_(mlp);
+    layers::residual_add_(h, mlp);
     if (i + 1 < N && wanted[static_cast<size_t>(i + 1)]) hs[static_cast<size_t>(i + 1)] = h.clone();
   }
   clock.lap(P::rest);

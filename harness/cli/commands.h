@@ -20,9 +20,9 @@ struct CommonOptions {
 // harness/cli/main.cpp).
 inline std::string threads_help(const std::string& default_text = "0") {
   return fmt::format("LibTorch intra-op threads, 0 to {} (4 x the logical CPUs); default {}; 0 = auto: those of the {} "
-                     "logical CPUs that other processes leave idle at start-up (sampled for 50 ms). Idle OpenMP "
-                     "workers spin ~30 us, then sleep (GOMP_SPINCOUNT=3000), unless OMP_WAIT_POLICY or "
-                     "GOMP_SPINCOUNT is set",
+                     "logical CPUs that other processes leave idle at start-up (sampled for 50 ms). Idle workers "
+                     "(OpenMP's and the CPU kernels' own) spin ~30 us, then sleep (GOMP_SPINCOUNT=3000), unless "
+                     "OMP_WAIT_POLICY or GOMP_SPINCOUNT is set",
                      max_threads(), default_text, logical_cpus());
 }
 

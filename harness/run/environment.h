@@ -15,7 +15,8 @@ class CausalLM;
 // failed (the process then runs with libgomp's default).
 inline constexpr const char* kOmpWaitMarker = "EARS_BENCH_OMP_WAIT";
 // ears-bench's default GOMP_SPINCOUNT: idle OpenMP workers spin ~30 us (a `pause` is ~10 ns on
-// both CPUs below: 1000 spins 10 us), then sleep. Decode forks 5 parallel regions per layer, a
+// both CPUs below: 1000 spins 10 us), then sleep; the CPU kernels' own workers follow the same count
+// (decoders/work_pool.h). Decode forks 5 parallel regions per layer, a
 // few to a few tens of microseconds apart (the serial work between two linears), and a sleeping
 // worker costs the next fork 35-65 us to wake on these VMs. 2-thread 1-token decode, bf16:
 //   spin count        Zen 4, 100M, avx2        Xeon (AMX), 100M, amx    Xeon, 503M (> L3), amx
