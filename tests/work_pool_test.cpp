@@ -75,7 +75,8 @@ TEST(WorkPool, TheWorkerTakesChunks) {
 
 TEST(WorkPool, OneThreadOrOneGrainRunsInlineOnTheCaller) {
   const auto caller = std::this_thread::get_id();
-  for (auto [threads, n, grain] : {std::tuple{1, 100, 1}, std::tuple{4, 16, 16}, std::tuple{4, 16, 100}}) {
+  for (auto [t, size, g] : {std::tuple{1, 100, 1}, std::tuple{4, 16, 16}, std::tuple{4, 16, 100}}) {
+    const int threads = t, n = size, grain = g;  // named copies: lambdas cannot capture bindings (clang 14)
     int calls = 0;
     bool same_thread = true;
     parallel_for(threads, 0, n, grain, [&](int64_t i0, int64_t i1) {
