@@ -2,8 +2,9 @@
 //
 // One loop at a time. The caller publishes it under a new generation g in `state` = g << 32 | the next
 // unclaimed index (relative to begin); a claim is a compare-and-swap that moves the index. Before it
-// writes the next loop's fields the caller closes the state (g + 1 << 32 | kClosed), so a thread that
-// read stale fields cannot claim with them: its compare-and-swap expects the old state and fails.
+// writes a loop's fields the caller closes the state under the loop's new generation (g << 32 |
+// kClosed), so a thread that read a previous loop's fields cannot claim with them: its
+// compare-and-swap expects the old state and fails.
 // `done` counts finished indices; the caller returns when it reaches n, so only chunks actually
 // claimed are waited for. Workers sleep on their own futex word (their slot's `wake`, set to the
 // generation that needs them), woken only when they said they were sleeping. All atomics are
@@ -65,8 +66,9 @@ struct Pool {
   std::atomic<int> started_seen{0};
   alignas(64) std::atomic<uint64_t> state{uint64_t{kClosed}};
   alignas(64) std::atomic<int64_t> done{0};
-  // The loop of the current generation, written while the state is closed.
-  std::atomic<ChunkFn> fn{nullptr};
+  // The loop of the current generation, written while the state is closed (a line of its own: the
+  // workers' adds to `done` do not evict it from the claimers' caches).
+  alignas(64) std::atomic<ChunkFn> fn{nullptr};
   std::atomic<const void*> ctx{nullptr};
   std::atomic<int64_t> begin{0}, n{0}, chunk{1};
   std::atomic<int> threads{1};
