@@ -106,7 +106,9 @@ void worker(Pool& p, int w) {
   in_loop = true;
   Slot& slot = p.slots[w];
   const int64_t spin = spin_pauses();
-  uint32_t seen = slot.wake.load();
+  // 0, not slot.wake's value now: the caller that started this worker may have published its loop
+  // (generations count from 1) before the thread ran, and that loop needs it.
+  uint32_t seen = 0;
   for (;;) {
     if (!spin_until([&] { return slot.wake.load() != seen; }, spin)) {
       slot.sleeping.store(true);

@@ -59,13 +59,21 @@ TEST(WorkPool, ChunksAreAtParallelForsEvenSplit) {
   EXPECT_EQ(even_chunk(17, 2, 100), 17);  // one task
 }
 
-// With chunks long enough for a sleeping worker to wake (1 ms each), a 2-thread loop runs on two
-// threads: the pool's worker really takes chunks.
+// A 2-thread loop runs on two threads: the pool's worker really takes a chunk. The caller's chunk
+// waits (up to 20 s, however loaded the machine) for another thread to enter a chunk, so the test does
+// not depend on how fast a worker starts; a pool whose workers never claim fails it after the wait.
 TEST(WorkPool, TheWorkerTakesChunks) {
   std::mutex m;
   std::set<std::thread::id> ids;
-  parallel_for(2, 0, 64, 1, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) std::this_thread::sleep_for(std::chrono::microseconds(500));
+  std::atomic<int> entered{0};
+  const auto caller = std::this_thread::get_id();
+  parallel_for(2, 0, 64, 1, [&](int64_t, int64_t) {
+    ++entered;
+    if (std::this_thread::get_id() == caller) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (entered.load() < 2 && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
     std::lock_guard<std::mutex> lock(m);
     ids.insert(std::this_thread::get_id());
   });
