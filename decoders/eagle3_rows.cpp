@@ -15,7 +15,6 @@
 #include <cstring>
 #include <vector>
 
-#include "decoders/bf16_bits.h"
 #include "decoders/eagle3.h"
 #include "decoders/layers.h"
 
@@ -23,28 +22,9 @@ namespace ears {
 
 namespace {
 
-inline float widen(uint16_t v) { return bf16_bits::from_bf16(v); }
-inline float widen(float v) { return v; }
-template <class E>
-E narrow_to(float v);
-template <>
-inline uint16_t narrow_to<uint16_t>(float v) {
-  return bf16_bits::to_bf16(v);
-}
-template <>
-inline float narrow_to<float>(float v) {
-  return v;
-}
-
 template <class E>
 E* ptr(const at::Tensor& t) {
   return reinterpret_cast<E*>(t.data_ptr());
-}
-
-// y = x + y, rounded to E.
-template <class E>
-void add_into(const E* x, E* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = narrow_to<E>(widen(x[i]) + widen(y[i]));
 }
 
 // Longer steps (a long prompt's begin()) take the ATen path: its batched attention beats one
@@ -119,12 +99,12 @@ Eagle3Head::Output Eagle3Head::forward_rows(const at::Tensor& token_ids, const a
   // h = g + o(attn); h += down(swiglu(gate_up(norm(h)))). g becomes h in place.
   std::vector<E> tmp(static_cast<size_t>(BT * d)), gu(static_cast<size_t>(BT * 2 * I)), act(static_cast<size_t>(BT * I));
   layers::linear_rows(attn.data(), BT, o_, tmp.data());
-  add_into(tmp.data(), g.data(), BT * d);
+  layers::add_rows(tmp.data(), BT * d, g.data());
   layers::rms_norm_rows(g.data(), BT, d, d, ptr<E>(post_norm_), eps, tmp.data());
   layers::linear_rows(tmp.data(), BT, gate_up_, gu.data());
   layers::swiglu_rows(gu.data(), BT, I, act.data());
   layers::linear_rows(act.data(), BT, down_, tmp.data());
-  add_into(tmp.data(), g.data(), BT * d);
+  layers::add_rows(tmp.data(), BT * d, g.data());
 
   // The requested rows' pre-norm states and logits.
   const int64_t R = rows ? rows->size(1) : T;

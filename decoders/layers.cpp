@@ -421,6 +421,8 @@ void swiglu_rows(const uint16_t* gate_up, int64_t rows, int64_t I, uint16_t* act
 void swiglu_rows(const float* gate_up, int64_t rows, int64_t I, float* act) {
   cpu_avx2::swiglu_rows(gate_up, rows, I, act);
 }
+void add_rows(const uint16_t* x, int64_t n, uint16_t* y) { cpu_avx2::add_into(x, n, y); }
+void add_rows(const float* x, int64_t n, float* y) { cpu_avx2::add_into(x, n, y); }
 
 void attend_row(const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t ld, int64_t n_keys, int64_t hd,
                 float scale, float* scratch, uint16_t* out) {
@@ -538,8 +540,9 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
     // consecutive items of one (b, KV head) go to the kernel together (they share its K and V).
     // q read in place when its tokens' H rows are contiguous (the q heads of the fused qk after
     // RoPE): the copy was one of ATen's parallel ops per layer at 16 x 6 tokens.
-    const int64_t q_ld = token_stride(q) >= 0 ? std::max<int64_t>(token_stride(q), H * hd) : H * hd;
-    const at::Tensor qc = token_stride(q) >= 0 ? q : q.contiguous();
+    const int64_t q_stride = token_stride(q);
+    const int64_t q_ld = q_stride >= 0 ? std::max<int64_t>(q_stride, H * hd) : H * hd;
+    const at::Tensor qc = q_stride >= 0 ? q : q.contiguous();
     const at::Tensor pos = positions.to(at::kLong).contiguous();
     at::Tensor out = at::empty({B, T, H * hd}, q.options());
     std::vector<int64_t> n_keys(static_cast<size_t>(B * T));

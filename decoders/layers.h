@@ -66,7 +66,8 @@ at::Tensor linear(const at::Tensor& x, const LinearWeight& lw);
 // kernel path computes `dtype` (then every function below takes it; otherwise none may be called).
 bool rows_available(c10::ScalarType dtype);
 // y [rows, lw.out_features] = x [rows, lw.in_features] @ w^T (+ bias), rows contiguous; lw packed
-// for this path (prepare_linear on it) in E's dtype. Splits the weight over the kernels' threads (decoders/work_pool.h).
+// for this path (prepare_linear on it) in E's dtype. Splits the weight over the kernels' threads
+// (decoders/work_pool.h).
 void linear_rows(const uint16_t* x, int64_t rows, const LinearWeight& lw, uint16_t* y);
 void linear_rows(const float* x, int64_t rows, const LinearWeight& lw, float* y);
 // RMSNorm of `rows` rows of D elements: row r reads x + r * x_stride, writes y + r * D.
@@ -83,6 +84,9 @@ void rope_rows(const float* x, int64_t tokens, int64_t x_stride, int64_t n_heads
 // (cpu_avx2::swiglu_rows: the same kernel swiglu() takes on a CPU kernel path).
 void swiglu_rows(const uint16_t* gate_up, int64_t rows, int64_t I, uint16_t* act);
 void swiglu_rows(const float* gate_up, int64_t rows, int64_t I, float* act);
+// y[i] = E(y[i] + x[i]) for i < n (cpu_avx2::add_into: the kernel residual_add_ below takes).
+void add_rows(const uint16_t* x, int64_t n, uint16_t* y);
+void add_rows(const float* x, int64_t n, float* y);
 // One query row over keys [0, n_keys) (k_j = k + j * ld, v_j = v + j * ld); scratch: n_keys floats.
 void attend_row(const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t ld, int64_t n_keys, int64_t hd,
                 float scale, float* scratch, uint16_t* out);

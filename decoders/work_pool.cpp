@@ -21,7 +21,6 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -63,7 +62,6 @@ struct Pool {
   std::mutex busy;  // held by the caller of the running loop
   uint32_t generation = 0;  // under busy
   int started = 0;          // under busy
-  std::atomic<int> started_seen{0};
   alignas(64) std::atomic<uint64_t> state{uint64_t{kClosed}};
   alignas(64) std::atomic<int64_t> done{0};
   // The loop of the current generation, written while the state is closed (a line of its own: the
@@ -125,7 +123,6 @@ void start_workers(Pool& p, int count) {
     const int w = p.started;
     std::thread([&p, w] { worker(p, w); }).detach();
   }
-  p.started_seen.store(p.started);
 }
 
 }  // namespace
@@ -147,7 +144,11 @@ int64_t spin_pauses() {
   return pauses;
 }
 
-int workers_started() { return pool().started_seen.load(); }
+int workers_started() {
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.busy);
+  return p.started;
+}
 
 void run(int threads, int64_t begin, int64_t end, int64_t grain, ChunkFn fn, const void* ctx) {
   Pool& p = pool();
