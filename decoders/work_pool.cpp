@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -70,6 +71,8 @@ struct Pool {
   std::atomic<const void*> ctx{nullptr};
   std::atomic<int64_t> begin{0}, n{0}, chunk{1};
   std::atomic<int> threads{1};
+  alignas(64) std::atomic<int> warm{0};  // live Warm scopes
+  std::atomic<int64_t> contended{0};      // warm waits a slow yield ended
   std::array<Slot, kMaxWorkers> slots;
 };
 
@@ -100,6 +103,29 @@ void help(Pool& p, int w) {
   }
 }
 
+// After its spin, a worker keeps checking while a Warm is alive (not under a spin of 0), yielding its
+// CPU between checks: LibTorch's OpenMP worker (ATen's parallel ops: a prefill's attention) or another
+// process gets it at once (pausing instead, a prefill ran 30-50 % slower). A yield that took longer
+// than kContendedYield — a busy process's time slice, not a brief wake of one of this process's
+// threads — means the CPU is shared; the worker then sleeps as without a Warm, since there it would
+// claim chunks and be preempted holding them (`yes` on one of 2 vCPUs, --threads 2: the bundled
+// pair's T = 0 EAGLE-3 run 2012-2145 -> 1565-1907 tok/s without this check). True when woken meanwhile.
+constexpr auto kContendedYield = std::chrono::microseconds(500);
+template <class Done>
+bool spin_while_warm(Pool& p, const Done& done, int64_t spin) {
+  if (spin == 0) return false;
+  while (p.warm.load() > 0) {
+    if (done()) return true;
+    const auto before = std::chrono::steady_clock::now();
+    std::this_thread::yield();
+    if (std::chrono::steady_clock::now() - before > kContendedYield) {
+      p.contended.fetch_add(1);
+      break;
+    }
+  }
+  return done();
+}
+
 void worker(Pool& p, int w) {
   in_loop = true;
   Slot& slot = p.slots[w];
@@ -108,7 +134,8 @@ void worker(Pool& p, int w) {
   // (generations count from 1) before the thread ran, and that loop needs it.
   uint32_t seen = 0;
   for (;;) {
-    if (!spin_until([&] { return slot.wake.load() != seen; }, spin)) {
+    const auto woken = [&] { return slot.wake.load() != seen; };
+    if (!spin_until(woken, spin) && !spin_while_warm(p, woken, spin)) {
       slot.sleeping.store(true);
       while (slot.wake.load() == seen) futex_wait(&slot.wake, seen);
       slot.sleeping.store(false);
@@ -149,6 +176,19 @@ int workers_started() {
   std::lock_guard<std::mutex> lock(p.busy);
   return p.started;
 }
+
+int workers_sleeping() {
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.busy);
+  int n = 0;
+  for (int w = 0; w < p.started; ++w) n += p.slots[w].sleeping.load() ? 1 : 0;
+  return n;
+}
+
+int64_t warm_waits_contended() { return pool().contended.load(); }
+
+Warm::Warm() { pool().warm.fetch_add(1); }
+Warm::~Warm() { pool().warm.fetch_sub(1); }
 
 void run(int threads, int64_t begin, int64_t end, int64_t grain, ChunkFn fn, const void* ctx) {
   Pool& p = pool();

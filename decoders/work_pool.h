@@ -57,5 +57,26 @@ void parallel_for(int threads, int64_t begin, int64_t end, int64_t grain, const 
 
 // Workers started so far (they start on the first loop that needs them and live until exit).
 int workers_started();
+// Started workers asleep on their futex now, and how many warm waits (Warm below) ended on a
+// contended CPU so far (for tests).
+int workers_sleeping();
+int64_t warm_waits_contended();
+
+// While a Warm is alive (a request's decode: Engine::generate; bench's timed forwards), idle
+// workers that have spun spin_pauses() stay awake, yielding their CPU between checks, instead of
+// sleeping; once none is alive, or when their CPU turns out to be shared with a busy thread, they
+// sleep as before. A decode's loops that fork are tens of microseconds apart on a small model (a
+// layer's serial work between its MLP and the next layer's), so with the spin alone the worker
+// slept between layers and the next fork's share fell to the caller: the bundled 5.3M target's
+// target-only T = 0 decode 1516-1736 -> 1677-1971 tok/s on `amx` (Intel Xeon; docs/performance-log.md,
+// thirty-fifth session). A spin of 0 (OMP_WAIT_POLICY=PASSIVE) is kept: workers then sleep at once,
+// warm or not. Nestable, any thread.
+class Warm {
+ public:
+  Warm();
+  ~Warm();
+  Warm(const Warm&) = delete;
+  Warm& operator=(const Warm&) = delete;
+};
 
 }  // namespace ears::work_pool

@@ -1,5 +1,5 @@
 // decoders/work_pool.h: every index exactly once, the guided claim sizes, workers that really help,
-// serial fallbacks (a nested loop, a second caller) and the wait policy's spin.
+// serial fallbacks (a nested loop, a second caller), the wait policy's spin and Warm scopes.
 #include "decoders/work_pool.h"
 
 #include <gtest/gtest.h>
@@ -59,26 +59,72 @@ TEST(WorkPool, ChunksAreAtParallelForsEvenSplit) {
   EXPECT_EQ(even_chunk(17, 2, 100), 17);  // one task
 }
 
-// A 2-thread loop runs on two threads: the pool's worker really takes a chunk. The caller's chunk
-// waits (up to 20 s, however loaded the machine) for another thread to enter a chunk, so the test does
-// not depend on how fast a worker starts; a pool whose workers never claim fails it after the wait.
-TEST(WorkPool, TheWorkerTakesChunks) {
+// The threads that ran a 2-thread loop (two chunks) whose chunks each wait for the other to be
+// entered: one thread cannot run both, whichever claims first (a worker already spinning can claim
+// before the caller does).
+std::set<std::thread::id> two_thread_loop() {
   std::mutex m;
   std::set<std::thread::id> ids;
   std::atomic<int> entered{0};
-  const auto caller = std::this_thread::get_id();
   parallel_for(2, 0, 64, 1, [&](int64_t, int64_t) {
     ++entered;
-    if (std::this_thread::get_id() == caller) {
-      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-      while (entered.load() < 2 && std::chrono::steady_clock::now() < until)
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (entered.load() < 2 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
     std::lock_guard<std::mutex> lock(m);
     ids.insert(std::this_thread::get_id());
   });
-  EXPECT_EQ(ids.size(), 2u);
+  return ids;
+}
+
+// A 2-thread loop runs on two threads: the pool's worker really takes a chunk. Each chunk waits (up
+// to 20 s, however loaded the machine) for the other to be entered, so the test does not depend on how
+// fast a worker starts; a pool whose workers never claim fails it after the wait.
+TEST(WorkPool, TheWorkerTakesChunks) {
+  EXPECT_EQ(two_thread_loop().size(), 2u);
   EXPECT_GE(workers_started(), 1);
+}
+
+// Polls cond every millisecond up to `limit`; true when it held.
+template <class Cond>
+bool within(std::chrono::milliseconds limit, const Cond& cond) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// After its spin an idle worker sleeps — unless a Warm is alive, when it keeps spinning until the
+// last Warm ends. The worker is seen asleep first, and how long that took (its spin) sets how long
+// it must then stay awake under a Warm: 20 x that, at least 200 ms.
+TEST(WorkPool, WarmKeepsIdleWorkersSpinningUntilItEnds) {
+  const int64_t spin = spin_pauses();
+  if (spin == kSpinForever) GTEST_SKIP() << "the wait policy spins forever: workers never sleep";
+  ASSERT_EQ(two_thread_loop().size(), 2u);
+  const auto all_asleep = [] { return workers_sleeping() == workers_started(); };
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(within(std::chrono::seconds(20), all_asleep)) << "the idle worker never slept";
+  const auto to_sleep = std::chrono::steady_clock::now() - t0;
+  {
+    const Warm warm;
+    ASSERT_EQ(two_thread_loop().size(), 2u);  // worker 0 ran a chunk (others, if any, sleep on)
+    const auto hold = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::max<std::chrono::steady_clock::duration>(20 * to_sleep, std::chrono::milliseconds(200)));
+    if (spin == 0) {
+      EXPECT_TRUE(within(hold, all_asleep)) << "OMP_WAIT_POLICY=PASSIVE (spin 0): workers sleep at once, warm or not";
+    } else {
+      // Worker 0 is still awake (it spins `spin` first). It may sleep only if its CPU turned out to
+      // be shared (a yield that gave another process a time slice: ctest -j2, a loaded machine).
+      const int64_t contended = warm_waits_contended();
+      const int asleep = workers_sleeping();
+      ASSERT_LT(asleep, workers_started());
+      const bool slept = within(hold, [asleep] { return workers_sleeping() > asleep; });
+      EXPECT_TRUE(!slept || warm_waits_contended() > contended) << "an idle worker slept while a Warm was alive";
+    }
+  }
+  EXPECT_TRUE(within(std::chrono::seconds(20), all_asleep)) << "the worker kept spinning after the Warm ended";
 }
 
 TEST(WorkPool, OneThreadOrOneGrainRunsInlineOnTheCaller) {
