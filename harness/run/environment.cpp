@@ -22,6 +22,7 @@
 #include "decoders/layers.h"
 #include "decoders/model.h"
 #include "decoders/runtime.h"
+#include "decoders/work_pool.h"
 #include "harness/base/strings.h"
 
 namespace ears {
@@ -74,14 +75,21 @@ std::string omp_wait_policy() {
   const char* marker = std::getenv(kOmpWaitMarker);
   const bool ours = marker != nullptr && std::string(marker) == "1" && policy == nullptr && spin != nullptr &&
                     std::string(spin) == kSpinCount;
-  if (ours) return fmt::format("spin {} then sleep (ears-bench default: GOMP_SPINCOUNT={})", kSpinCount, kSpinCount);
+  // The CPU kernels' workers follow the same spin, and stay awake through a decode unless it is 0
+  // (decoders/work_pool.h, Warm); a spin forever needs no mention.
+  const int64_t pauses = work_pool::spin_pauses(policy, spin);
+  const std::string warm = pauses > 0 && pauses != work_pool::kSpinForever
+                               ? "; CPU-kernel workers stay awake through each decode, yielding their CPU"
+                               : "";
+  if (ours)
+    return fmt::format("spin {} then sleep (ears-bench default: GOMP_SPINCOUNT={}){}", kSpinCount, kSpinCount, warm);
   std::string user;
   if (policy != nullptr) user = fmt::format("OMP_WAIT_POLICY={}", policy);
   if (spin != nullptr) user += fmt::format("{}GOMP_SPINCOUNT={}", user.empty() ? "" : " ", spin);
-  if (!user.empty()) return user + " (set by the user)";
+  if (!user.empty()) return user + " (set by the user)" + warm;
   if (marker != nullptr && std::string(marker) == "exec-failed")
-    return "unset: libgomp default (spin 300000, then sleep); the re-exec with GOMP_SPINCOUNT failed";
-  return "unset: libgomp default (spin 300000, then sleep)";
+    return "unset: libgomp default (spin 300000, then sleep); the re-exec with GOMP_SPINCOUNT failed" + warm;
+  return "unset: libgomp default (spin 300000, then sleep)" + warm;
 }
 
 void tune_malloc() {
