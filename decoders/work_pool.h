@@ -16,6 +16,7 @@
 // and in the same unit: spin_pauses() checks of the flag, one `pause` apart, as libgomp counts
 // GOMP_SPINCOUNT (ears-bench sets 3000, harness/run/environment.h; a user's OMP_WAIT_POLICY or
 // GOMP_SPINCOUNT is followed). A caller waiting for a worker's last chunk spins as long, then yields.
+// Through a request's decode (Warm, below) they stay awake after the spin instead.
 #pragma once
 #include <cstdint>
 
