@@ -4,8 +4,9 @@
 // even split (even_chunk), which the calling thread and up to threads - 1 pool workers claim from one
 // shared counter. The call returns once every chunk is done. It never waits for a thread that has
 // not started: a worker still waking from its sleep, or on a vCPU the host has taken away, finds
-// nothing left and goes back to waiting, while the caller has computed its share. (at::parallel_for's OpenMP region gives each thread one fixed share
-// and joins them all: the caller waits for the slowest thread to wake and finish its half.)
+// nothing left and goes back to waiting, while the caller has computed its share. (at::parallel_for's
+// OpenMP region gives each thread one fixed share and joins them all: the caller waits for the
+// slowest thread to wake and finish its half.)
 //
 // Every index in [begin, end) is passed to f exactly once; f(i0, i1) must not throw, and its result
 // must not depend on which thread runs it or on how the range was cut (the kernels' outputs are per

@@ -69,27 +69,32 @@ void default_omp_wait(char** argv) {
   ::setenv(kOmpWaitMarker, "exec-failed", 1);
 }
 
-std::string omp_wait_policy() {
-  const char* policy = std::getenv("OMP_WAIT_POLICY");
-  const char* spin = std::getenv("GOMP_SPINCOUNT");
+namespace {
+// Where OpenMP's wait policy comes from: ears-bench's default, the user's variables, or libgomp's.
+std::string omp_wait_source(const char* policy, const char* spin) {
   const char* marker = std::getenv(kOmpWaitMarker);
   const bool ours = marker != nullptr && std::string(marker) == "1" && policy == nullptr && spin != nullptr &&
                     std::string(spin) == kSpinCount;
-  // The CPU kernels' workers follow the same spin, and stay awake through a decode unless it is 0
-  // (decoders/work_pool.h, Warm); a spin forever needs no mention.
-  const int64_t pauses = work_pool::spin_pauses(policy, spin);
-  const std::string warm = pauses > 0 && pauses != work_pool::kSpinForever
-                               ? "; CPU-kernel workers stay awake through each decode, yielding their CPU"
-                               : "";
-  if (ours)
-    return fmt::format("spin {} then sleep (ears-bench default: GOMP_SPINCOUNT={}){}", kSpinCount, kSpinCount, warm);
+  if (ours) return fmt::format("spin {} then sleep (ears-bench default: GOMP_SPINCOUNT={})", kSpinCount, kSpinCount);
   std::string user;
   if (policy != nullptr) user = fmt::format("OMP_WAIT_POLICY={}", policy);
   if (spin != nullptr) user += fmt::format("{}GOMP_SPINCOUNT={}", user.empty() ? "" : " ", spin);
-  if (!user.empty()) return user + " (set by the user)" + warm;
+  if (!user.empty()) return user + " (set by the user)";
   if (marker != nullptr && std::string(marker) == "exec-failed")
-    return "unset: libgomp default (spin 300000, then sleep); the re-exec with GOMP_SPINCOUNT failed" + warm;
-  return "unset: libgomp default (spin 300000, then sleep)" + warm;
+    return "unset: libgomp default (spin 300000, then sleep); the re-exec with GOMP_SPINCOUNT failed";
+  return "unset: libgomp default (spin 300000, then sleep)";
+}
+}  // namespace
+
+std::string omp_wait_policy() {
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  const char* spin = std::getenv("GOMP_SPINCOUNT");
+  // The CPU kernels' workers follow the same spin, and stay awake through a decode unless it is 0
+  // (decoders/work_pool.h, Warm); a spin forever needs no mention.
+  const int64_t pauses = work_pool::spin_pauses(policy, spin);
+  const bool warm = pauses > 0 && pauses != work_pool::kSpinForever;
+  return omp_wait_source(policy, spin) +
+         (warm ? "; CPU-kernel workers stay awake through each decode, yielding their CPU" : "");
 }
 
 void tune_malloc() {
