@@ -65,6 +65,11 @@ struct StepPacket {
   int64_t gamma;
 
   int64_t width() const { return gamma == 0 ? 3 : 4 * gamma + 3; }
+  int64_t accepted_col() const { return gamma + 1; }
+  int64_t path_col() const { return gamma + 2; }
+  int64_t u_col() const { return 2 * gamma + 2; }
+  int64_t tv_col() const { return 3 * gamma + 2; }
+  int64_t bad_col() const { return width() - 1; }
   // Device side: the columns above ([B, G+1] emitted, [B] accepted, [B, G] path / u / tv, [B] bad).
   at::Tensor pack(const at::Tensor& emitted, const at::Tensor& accepted, const at::Tensor& path, const at::Tensor& u,
                   const at::Tensor& tv, const at::Tensor& bad) const {
@@ -74,18 +79,26 @@ struct StepPacket {
     cols.push_back(bad.to(at::kFloat).view({B, 1}));
     return at::cat(cols, 1);
   }
+  // Host side, the CPU's temperature-0 step: a greedy verdict written into a zeroed row (u and TV
+  // are 0 at T = 0; path 1 for the n accepted drafts).
+  void write_greedy(float* row, const int64_t* emitted /*[G+1]*/, int64_t n, bool bad) const {
+    for (int64_t k = 0; k <= gamma; ++k) row[k] = static_cast<float>(emitted[k]);
+    row[accepted_col()] = static_cast<float>(n);
+    for (int64_t k = 0; k < n; ++k) row[path_col() + k] = 1;
+    row[bad_col()] = bad ? 1 : 0;
+  }
   // Host side: row i of the copied packet.
   struct Row {
     const float* v;
-    int64_t gamma;
+    const StepPacket& p;
     int32_t emitted(int64_t k) const { return static_cast<int32_t>(v[k]); }
-    int64_t accepted() const { return static_cast<int64_t>(v[gamma + 1]); }
-    const float* path() const { return v + gamma + 2; }
-    const float* u() const { return v + 2 * gamma + 2; }
-    const float* tv() const { return v + 3 * gamma + 2; }
+    int64_t accepted() const { return static_cast<int64_t>(v[p.accepted_col()]); }
+    const float* path() const { return v + p.path_col(); }
+    const float* u() const { return v + p.u_col(); }
+    const float* tv() const { return v + p.tv_col(); }
+    bool bad() const { return v[p.bad_col()] != 0; }
   };
-  Row row(const at::Tensor& host, int64_t i) const { return Row{host.data_ptr<float>() + i * width(), gamma}; }
-  bool bad(const at::Tensor& host, int64_t i) const { return host.data_ptr<float>()[i * width() + width() - 1] != 0; }
+  Row row(const at::Tensor& host, int64_t i) const { return Row{host.data_ptr<float>() + i * width(), *this}; }
 };
 
 // Host-side state of one request while it decodes.
@@ -274,22 +287,49 @@ struct Verdict {
   std::vector<at::Tensor> aux;   // the target's hidden states the drafter asked for
 };
 
-// One target forward over [x_last, drafts], the verifier, and the step's one device->host copy.
-Verdict judge(const CausalLM& target, DecodeRun& run, const Proposal& prop, bool drafted, const DecodeParams& p,
-              const at::Tensor& u_accept, const at::Tensor& u_sample) {
-  const int64_t B = run.x_last.size(0), gamma = run.gamma;
-  const at::Tensor input = drafted ? at::cat({run.x_last, prop.tokens}, 1) : run.x_last;
-  ForwardOutput out = target.forward(input, run.cache, run.fwd);
-  const ProcessedProbs pp = process_logits(out.logits, p.sampling);  // [B, G+1, V] float32
+// Temperature 0 on the CPU (verify.h, "Temperature 0"): the target's argmax per position on the
+// host, each sequence's greedy verdict and its packet row written on the host: no tensor op over the
+// vocabulary (on the bundled pair those cost more than the draft's accepted tokens save).
+Verdict host_greedy_verdict(const at::Tensor& logits /*[B, G+1, V]*/, const at::Tensor& drafts /*[B, G]*/,
+                            int64_t gamma) {
+  const int64_t B = logits.size(0), T = gamma + 1;
+  const HostArgmax top = host_argmax(to_host(logits.reshape({B * T, logits.size(2)})));  // the step's one read
+  const at::Tensor x = gamma > 0 ? drafts.contiguous() : at::Tensor();
+  const StepPacket packet{gamma};
   Verdict v;
-  v.aux = std::move(out.aux_hidden);
+  v.host = at::zeros({B, packet.width()}, at::TensorOptions().dtype(at::kFloat));
+  std::vector<int64_t> emitted(static_cast<size_t>(B * T), -1), accepted(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t* ids = top.ids.data() + b * T;
+    int64_t* e = emitted.data() + b * T;
+    const int64_t n = gamma > 0 ? greedy_accepted(ids, x.data_ptr<int64_t>() + b * gamma, gamma) : 0;
+    if (n > 0) std::copy_n(x.data_ptr<int64_t>() + b * gamma, n, e);
+    e[n] = ids[n];
+    accepted[b] = n;
+    const bool bad = std::count(top.finite.begin() + b * T, top.finite.begin() + (b + 1) * T, uint8_t{0}) > 0;
+    packet.write_greedy(v.host.data_ptr<float>() + b * packet.width(), e, n, bad);
+  }
+  v.emitted = at::tensor(emitted, at::TensorOptions().dtype(at::kLong)).view({B, T});
+  v.accepted = at::tensor(accepted, at::TensorOptions().dtype(at::kLong));
+  return v;
+}
+
+// The verifier on the device's tensors (at temperature 0 the greedy one) and the step's one
+// device->host copy.
+Verdict tensor_verdict(const at::Tensor& logits, const Proposal& prop, int64_t gamma, const DecodeParams& p,
+                       const at::Tensor& u_accept, const at::Tensor& u_sample) {
+  const int64_t B = logits.size(0);
+  const ProcessedProbs pp = process_logits(logits, p.sampling);  // [B, G+1, V] float32
+  Verdict v;
   at::Tensor path, u_pos, tv;
   if (gamma == 0) {
     v.emitted = sample_from_probs(pp.probs.select(1, 0), u_sample).view({B, 1});
     v.accepted = at::zeros({B}, v.emitted.options());
   } else {
+    VerifierSpec spec = p.verifier;
+    if (p.sampling.temperature == 0) spec.kind = VerifierSpec::Greedy;
     const VerifyOutput vo =
-        verify(p.verifier, VerifyInput{prop.tokens, pp.probs, pp.max_prob, prop.probs, u_accept, u_sample});
+        verify(spec, VerifyInput{prop.tokens, pp.probs, pp.max_prob, prop.probs, u_accept, u_sample});
     v.emitted = vo.emitted;
     v.accepted = vo.accepted;
     path = vo.path;
@@ -301,12 +341,25 @@ Verdict judge(const CausalLM& target, DecodeRun& run, const Proposal& prop, bool
     if (p.measure_distortion) {
       const at::Tensor q =
           prop.probs.defined() ? prop.probs : at::one_hot(prop.tokens, pp.probs.size(-1)).to(at::kFloat);
-      tv = tv_distance(p_draft_pos, induced_distribution(p.verifier, p_draft_pos, q, max_pos));
+      tv = tv_distance(p_draft_pos, induced_distribution(spec, p_draft_pos, q, max_pos));
     }
   }
   // NaN / +inf logits make max_prob NaN (sampling.h): no extra pass over the vocabulary.
   const at::Tensor bad = at::logical_not(at::isfinite(pp.max_prob).all(-1));
   v.host = to_host(StepPacket{gamma}.pack(v.emitted, v.accepted, path, u_pos, tv, bad)).contiguous();
+  return v;
+}
+
+// One target forward over [x_last, drafts] and its verdict.
+Verdict judge(const CausalLM& target, DecodeRun& run, const Proposal& prop, bool drafted, const DecodeParams& p,
+              const at::Tensor& u_accept, const at::Tensor& u_sample) {
+  const at::Tensor input = drafted ? at::cat({run.x_last, prop.tokens}, 1) : run.x_last;
+  ForwardOutput out = target.forward(input, run.cache, run.fwd);
+  const bool host = p.host_greedy && p.sampling.temperature == 0 && out.logits.device().is_cpu() &&
+                    (out.logits.scalar_type() == at::kFloat || out.logits.scalar_type() == at::kBFloat16);
+  Verdict v = host ? host_greedy_verdict(out.logits, prop.tokens, run.gamma)
+                   : tensor_verdict(out.logits, prop, run.gamma, p, u_accept, u_sample);
+  v.aux = std::move(out.aux_hidden);
   return v;
 }
 
@@ -322,7 +375,7 @@ int64_t absorb(DecodeRun& run, int64_t i, const at::Tensor& host, const DecodePa
   st.record_step(run.gamma, n, r.path(), r.u(), p.measure_distortion ? r.tv() : nullptr);
   st.verify_s += verify_s;
   st.draft_s += draft_s;
-  if (packet.bad(host, i)) {
+  if (r.bad()) {
     fail_request(s, fmt::format("non-finite logits at decode step {}", st.steps));
     s.done = true;
     return n;

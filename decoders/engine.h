@@ -2,7 +2,9 @@
 // in lockstep:
 //   1. the drafter proposes gamma tokens (and the processed q they were drawn from);
 //   2. ONE target forward over [x_last, d_1..d_gamma] at each sequence's own offset;
-//   3. the verifier (decoders/verify.h) decides accepted prefixes, corrections and bonus tokens;
+//   3. the verifier (decoders/verify.h) decides accepted prefixes, corrections and bonus tokens
+//      (at temperature 0 greedily, for every verifier: on the CPU from the target's argmax on the
+//      host, with no tensor op over the vocabulary);
 //   4. ONE device->host copy brings back the step's small packed result (tokens, accepted counts,
 //      paths, uncertainties, distortion, NaN flags) — the only host sync of the step;
 //   5. both KV caches roll back to the accepted length; finished sequences drop out.
@@ -34,6 +36,8 @@ struct DecodeParams {
   std::vector<int32_t> stop_ids;    // eos etc.
   bool measure_distortion = true;   // TV(p_t, verifier-induced distribution) per drafted position
   bool sync_timing = false;         // synchronise the device at phase boundaries (GPU profiling)
+  bool host_greedy = true;          // T = 0 on the CPU: the step's verdict on the host (verify.h,
+                                    // "Temperature 0"); false: the tensor path a GPU takes (tests)
 };
 
 struct GenRequest {

@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "decoders/aten_operators.h"
+#include "decoders/bf16_bits.h"
 #include "decoders/param_ranges.h"
 #include "harness/base/error.h"
 
@@ -76,6 +77,39 @@ ProcessedProbs process_logits(const at::Tensor& logits, const SamplingParams& pa
   at::Tensor z = e.sum(-1, /*keepdim=*/true);
   at::Tensor probs = at::zeros_like(l).scatter_(-1, order, e.div_(z));
   return {probs, z.squeeze(-1).reciprocal()};
+}
+
+namespace {
+template <class E, class Widen>
+void argmax_rows(const E* base, int64_t N, int64_t V, Widen widen, HostArgmax& out) {
+  for (int64_t n = 0; n < N; ++n) {
+    const E* row = base + n * V;
+    int64_t best = 0;
+    float best_v = widen(row[0]);
+    for (int64_t v = 1; v < V && !std::isnan(best_v); ++v) {
+      const float x = widen(row[v]);
+      if (x > best_v || std::isnan(x)) best = v, best_v = x;
+    }
+    out.ids[n] = best;
+    out.finite[n] = std::isfinite(best_v);
+  }
+}
+}  // namespace
+
+HostArgmax host_argmax(const at::Tensor& logits) {
+  if (!logits.device().is_cpu() || logits.dim() != 2 || logits.size(1) < 1 ||
+      (logits.scalar_type() != at::kFloat && logits.scalar_type() != at::kBFloat16))
+    fail("host_argmax: want CPU bfloat16 / float32 logits [N, V >= 1], got {} dims of {} on {}", logits.dim(),
+         c10::toString(logits.scalar_type()), logits.device().str());
+  const at::Tensor l = logits.contiguous();
+  const int64_t N = l.size(0), V = l.size(1);
+  HostArgmax out{std::vector<int64_t>(N), std::vector<uint8_t>(N)};
+  if (l.scalar_type() == at::kFloat)
+    argmax_rows(l.data_ptr<float>(), N, V, [](float x) { return x; }, out);
+  else
+    argmax_rows(reinterpret_cast<const uint16_t*>(l.data_ptr()), N, V,
+                [](uint16_t x) { return bf16_bits::from_bf16(x); }, out);
+  return out;
 }
 
 at::Tensor sample_from_probs(const at::Tensor& probs, const at::Tensor& uniforms) {

@@ -41,6 +41,16 @@ struct ProcessedProbs {
 // max_prob = 1. A row whose logits are all -inf gives NaN (as softmax does).
 ProcessedProbs process_logits(const at::Tensor& logits, const SamplingParams& params);
 
+// Greedy selection on the host: torch.argmax over each row of a CPU [N, V] bf16 / float32 tensor
+// (the first maximum, NaN counting as the maximum), one loop per row instead of a float copy and a
+// reduction kernel; `finite` is 0 for a row whose maximum is NaN or +/-inf (a NaN or +inf logit, or
+// all -inf), the rows process_logits gives a NaN max_prob at temperature 0.
+struct HostArgmax {
+  std::vector<int64_t> ids;     // [N]
+  std::vector<uint8_t> finite;  // [N]
+};
+HostArgmax host_argmax(const at::Tensor& logits);
+
 // Inverse-CDF sampling, one uniform in [0, 1) per row: probs [N, V] (non-negative, need not be
 // normalised: the row total is used), uniforms [N] -> int64 ids [N] on probs' device. Two binary
 // searches per row after one cumulative sum; no argmax, no host sync. The CDF is float32 (on the

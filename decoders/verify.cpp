@@ -224,6 +224,12 @@ VerifyOutput verify(const VerifierSpec& spec, const VerifyInput& in) {
   return {accepted, emitted, path};
 }
 
+int64_t greedy_accepted(const int64_t* target_ids, const int64_t* drafts, int64_t gamma) {
+  int64_t n = 0;
+  while (n < gamma && drafts[n] == target_ids[n]) ++n;
+  return n;
+}
+
 // ---- distortion ----
 
 at::Tensor induced_distribution(const VerifierSpec& spec, const at::Tensor& p_in, const at::Tensor& q_in,

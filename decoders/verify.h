@@ -23,6 +23,13 @@
 //             H = -Σ p log(p + 1e-5); q is ignored. Correction ~ p_t[j] (sampled; vLLM v0 takes the
 //             argmax instead), bonus ~ p_t[γ].
 //   greedy    accept iff x == argmax p_t; correction/bonus = argmax p_t (no randomness used).
+//
+// Temperature 0: p_t is one-hot at the target's argmax and greedy drafting's q one-hot at the draft,
+// and the engine verifies every verifier greedily (as vLLM and SGLang do for greedy requests). Each
+// rule above gives exactly that at T = 0 (u = 1 - max p_t = 0: no pardon; typical's threshold is
+// below 1) except in two degenerate corners the engine does not reproduce: EARS's threshold
+// max(U - β·0, 0) is 0 when U = 0 exactly (2^-24 per position), which would accept a token of target
+// probability 0, and typical with min(ε, δ·e^-H) >= 1 (H ≈ 0), which would reject the argmax too.
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -68,6 +75,11 @@ struct VerifyOutput {
 };
 
 VerifyOutput verify(const VerifierSpec& spec, const VerifyInput& in);
+
+// The greedy verdict of one sequence on the host (the CPU's temperature-0 step): the target's
+// argmax per position target_ids [γ+1] and the drafts [γ] -> n, the drafts accepted (the first
+// mismatch); the emitted tokens are drafts[0, n) then target_ids[n]. verify()'s greedy rule.
+int64_t greedy_accepted(const int64_t* target_ids, const int64_t* drafts, int64_t gamma);
 
 // The exact single-position output distribution of a verifier when the draft token is drawn from
 // q: P(y) = q(y)·a(y) + (1 - Σ_x q(x)·a(x))·r(y), with a the acceptance probability (baseline

@@ -136,6 +136,52 @@ TEST_P(SpeculativeGreedy, IsTokenIdenticalOnSynthGsm) {
   EXPECT_GE(static_cast<double>(emitted) / static_cast<double>(steps), 3.0);
 }
 
+// The CPU's temperature-0 step (the verdict on the host, DecodeParams::host_greedy) against the
+// tensor path a GPU takes, on the bundled pair (a trained head: accepted prefixes of every length):
+// the same tokens and the same statistics, for every verifier, in float32 and bf16.
+class HostGreedyVerdict : public ::testing::TestWithParam<c10::ScalarType> {};
+INSTANTIATE_TEST_SUITE_P(Dtypes, HostGreedyVerdict, ::testing::Values(at::kFloat, at::kBFloat16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST_P(HostGreedyVerdict, EqualsTheTensorPath) {
+  const CausalLM m = CausalLM::load(kModels / "tiny-qwen3", at::kCPU, GetParam());
+  const Eagle3Head h = Eagle3Head::load(kModels / "tiny-eagle3", m);
+  auto drafter = make_eagle3_drafter(h);
+  std::vector<GenRequest> batch;
+  for (const auto& problem : synth_gsm(4, 3, "test"))
+    batch.push_back({tokenizer().encode(qwen3_chat_prompt(problem.prompt, false)), 0, problem.id});
+  std::vector<int64_t> hist(7, 0);
+  for (Drafter* d : {static_cast<Drafter*>(nullptr), drafter.get()}) {
+    Engine engine(m, d, &tokenizer());
+    for (auto kind : {VerifierSpec::Baseline, VerifierSpec::Ears, VerifierSpec::Typical, VerifierSpec::Greedy}) {
+      SCOPED_TRACE(std::string(d ? "eagle3 " : "target-only ") + to_string(kind));
+      DecodeParams p = greedy(48);
+      p.verifier.kind = kind;
+      p.verifier.beta = 0.5;
+      const auto host = engine.generate(batch, p);
+      p.host_greedy = false;
+      const auto tensors = engine.generate(batch, p);
+      for (size_t i = 0; i < batch.size(); ++i) {
+        const GenStats &a = host[i].stats, &b = tensors[i].stats;
+        EXPECT_EQ(host[i].ids, tensors[i].ids) << batch[i].key;
+        EXPECT_EQ(host[i].finish_reason, tensors[i].finish_reason);
+        EXPECT_EQ(std::tie(a.steps, a.drafted, a.accepted, a.corrections, a.bonus, a.pardoned, a.host_syncs),
+                  std::tie(b.steps, b.drafted, b.accepted, b.corrections, b.bonus, b.pardoned, b.host_syncs));
+        EXPECT_EQ(a.accept_length_hist, b.accept_length_hist);
+        EXPECT_EQ(a.accepted_per_position, b.accepted_per_position);
+        EXPECT_EQ(a.drafted_by_u, b.drafted_by_u);
+        EXPECT_EQ(std::tie(a.uncertainty_sum, a.distortion_sum, a.distortion_n),
+                  std::tie(b.uncertainty_sum, b.distortion_sum, b.distortion_n));
+        if (d) for (size_t n = 0; n < hist.size(); ++n) hist[n] += a.accept_length_hist[n];
+      }
+    }
+  }
+  // Steps that rejected the first draft, accepted a partial prefix, and accepted all five.
+  EXPECT_GT(hist[1], 0);
+  EXPECT_GT(hist[2] + hist[3] + hist[4] + hist[5], 0);
+  EXPECT_GT(hist[6], 0);
+}
+
 // The quickstart computes in bf16 (the shipped dtype). For T = 0 speculative output to equal
 // target-only greedy there too, a token decoded alone must get the very logits it gets inside a
 // γ+1-token verification forward: six 1-token steps == one 6-token step, bit for bit.

@@ -6,6 +6,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/argmax.h>
 #include <ATen/ops/bincount.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
@@ -435,6 +436,48 @@ TEST(VerifyGreedy, AcceptsArgmaxPrefix) {
   EXPECT_EQ(to_lvec(o.accepted), (std::vector<int64_t>{3, 1, 0}));
   EXPECT_EQ(to_lvec(o.emitted), (std::vector<int64_t>{2, 0, 3, 1, 2, 0, -1, -1, 2, -1, -1, -1}));
   EXPECT_EQ(to_lvec(o.path), (std::vector<int64_t>{1, 1, 1, 1, 0, 0, 0, 0, 0}));
+}
+
+// Temperature 0 (verify.h): one-hot p_t and q. For U > 0 every verifier emits what the greedy one
+// does, and greedy_accepted (the engine's host verdict) counts what verify(greedy) accepts; EARS at
+// U = 0 exactly is the corner the engine does not reproduce: its threshold is 0, so it accepts a
+// token the target gives probability 0 (a pardon), where greedy rejects it.
+TEST(VerifyTemperatureZero, EveryVerifierIsGreedyExceptEarsAtUZero) {
+  auto g = gen(31);
+  const int64_t B = 2000, G = 5, V = 12;
+  const at::Tensor logits = at::randn({B, G + 1, V}, g);
+  const ears::ProcessedProbs pp = ears::process_logits(logits, {0.0, 0, 1});
+  const at::Tensor top = logits.argmax(2);
+  // Drafts: the argmax with probability 0.8 per position, else a random id (often a rejection).
+  const at::Tensor random_ids = at::randint(V, {B, G}, g);
+  const at::Tensor drafts = at::where(at::rand({B, G}, g) < 0.8, top.narrow(1, 0, G), random_ids);
+  ears::VerifyInput in{drafts, pp.probs, pp.max_prob, at::Tensor(), at::rand({B, G}, g) * 0.999 + 0.001,
+                       at::rand({B}, g)};
+  VerifierSpec greedy;
+  greedy.kind = VerifierSpec::Greedy;
+  const ears::VerifyOutput want = ears::verify(greedy, in);
+  const std::vector<int64_t> want_n = to_lvec(want.accepted), ids = to_lvec(top), x = to_lvec(drafts);
+  for (int64_t b = 0; b < B; ++b)
+    ASSERT_EQ(ears::greedy_accepted(&ids[b * (G + 1)], &x[b * G], G), want_n[b]) << "row " << b;
+  EXPECT_GT(want.accepted.sum().item<int64_t>(), B);  // accepts and rejections both exercised
+  EXPECT_LT(want.accepted.sum().item<int64_t>(), B * G);
+  for (auto kind : {VerifierSpec::Baseline, VerifierSpec::Ears, VerifierSpec::Typical}) {
+    VerifierSpec spec;
+    spec.kind = kind;
+    spec.beta = 0.5;
+    const ears::VerifyOutput got = ears::verify(spec, in);
+    EXPECT_TRUE(at::equal(got.accepted, want.accepted)) << to_string(kind);
+    EXPECT_TRUE(at::equal(got.emitted, want.emitted)) << to_string(kind);
+    EXPECT_TRUE(at::equal(got.path, want.path)) << to_string(kind);
+  }
+  // U = 0 at a rejected first position: EARS pardons it, greedy does not.
+  const int64_t b = (at::arange(B) * (drafts.select(1, 0) != top.select(1, 0))).argmax().item<int64_t>();
+  ASSERT_NE(x[b * G], ids[b * (G + 1)]);
+  in.uniforms_accept[b][0] = 0.0f;
+  VerifierSpec ears_spec;
+  ears_spec.kind = VerifierSpec::Ears;
+  EXPECT_EQ(ears::verify(ears_spec, in).path[b][0].item<int64_t>(), 2);
+  EXPECT_EQ(ears::verify(greedy, in).accepted[b].item<int64_t>(), 0);
 }
 
 // ---------------------------------------------------------------- invariants, names, errors

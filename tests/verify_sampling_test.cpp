@@ -156,6 +156,34 @@ TEST(ProcessLogits, LeavesItsInputAloneAndFlagsNonFiniteRowsInMaxProb) {
     }
 }
 
+// host_argmax is torch.argmax (the first maximum, NaN counting as the maximum) and flags exactly the
+// rows process_logits gives a NaN max_prob at temperature 0. Ties are planted: bf16 rounding of
+// small integers makes many, and the first of them must win.
+TEST(HostArgmax, IsTorchArgmaxAndFlagsTheRowsProcessLogitsCallsNonFinite) {
+  auto g = gen(21);
+  at::Tensor l = (at::randn({40, 300}, g) * 3).round_();  // ties in every row
+  l[3][17] = std::numeric_limits<float>::quiet_NaN();
+  l[3][5] = std::numeric_limits<float>::quiet_NaN();  // the first NaN is the argmax
+  l[7][250] = std::numeric_limits<float>::infinity();
+  l[9][0] = -std::numeric_limits<float>::infinity();  // a masked token: an ordinary row
+  l[11].fill_(-std::numeric_limits<float>::infinity());
+  l[13].fill_(2.0f);  // all tied: id 0
+  for (auto dtype : {at::kFloat, at::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    const at::Tensor x = l.to(dtype);
+    const ears::HostArgmax h = ears::host_argmax(x);
+    EXPECT_EQ(h.ids, to_lvec(x.argmax(1)));
+    EXPECT_EQ(h.ids[3], 5);
+    EXPECT_EQ(h.ids[13], 0);
+    const at::Tensor finite = at::isfinite(ears::process_logits(x, {0.0, 0, 1}).max_prob);
+    EXPECT_EQ(std::vector<int64_t>(h.finite.begin(), h.finite.end()), to_lvec(finite));
+    EXPECT_EQ(h.finite[3] + h.finite[7] + h.finite[11], 0);
+    EXPECT_EQ(h.finite[9], 1);
+  }
+  EXPECT_THROW(ears::host_argmax(l.to(at::kDouble)), ears::Error);
+  EXPECT_THROW(ears::host_argmax(l.view({-1})), ears::Error);
+}
+
 TEST(ProcessLogits, MaxProbEqualsMaxOfProbsForRandomInputs) {
   auto g = gen(11);
   at::Tensor l = at::randn({3, 7, 300}, g) * 3;
