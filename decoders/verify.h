@@ -25,7 +25,7 @@
 //   greedy    accept iff x == argmax p_t; correction/bonus = argmax p_t (no randomness used).
 //
 // Temperature 0: p_t is one-hot at the target's argmax and greedy drafting's q one-hot at the draft,
-// and the engine verifies every verifier greedily (as vLLM and SGLang do for greedy requests). Each
+// and the engine verifies greedily whatever the verifier (as vLLM and SGLang do for greedy requests). Each
 // rule above gives exactly that at T = 0 (u = 1 - max p_t = 0: no pardon; typical's threshold is
 // below 1) except in two degenerate corners the engine does not reproduce: EARS's threshold
 // max(U - β·0, 0) is 0 when U = 0 exactly (2^-24 per position), which would accept a token of target

@@ -123,12 +123,17 @@ void emit_verify(const VerifyBenchArgs& a, const BenchCommon& c, const VerifyRun
   doc["conventions"]["distortion_ms"] =
       "tv_distance(p_t, induced_distribution(...)) over the gamma draft positions: the engine's optional "
       "distortion metric (DecodeParams::measure_distortion), not part of decoding";
+  if (a.temperature == 0)
+    doc["conventions"]["temperature_0"] =
+        "at T = 0 the engine verifies greedily whatever the verifier (decoders/verify.h, \"Temperature 0\"), on "
+        "the CPU from the target's argmax on the host, without these tensor ops: the rows time each rule's tensor "
+        "path on one-hot inputs";
   doc["forward_params"] = fwd_params;
   doc["rows"] = rows;
 
   std::string md = "## ears-bench bench verify\n\n" + env_line(doc["env"]) + "\n" + bandwidth_lines(bw);
-  for (const char* k : {"timing", "process_ms", "forward_ms", "distortion_ms"})
-    md += fmt::format("- {}: {}\n", k, doc["conventions"][k].get<std::string>());
+  for (const char* k : {"timing", "process_ms", "forward_ms", "distortion_ms", "temperature_0"})
+    if (doc["conventions"].contains(k)) md += fmt::format("- {}: {}\n", k, doc["conventions"][k].get<std::string>());
   md += fmt::format("- EARS beta {}, uncertainty max_prob; total = process_logits + verify\n\n", a.beta);
   md += markdown_table({{"verifier", "verifier", -1},
                         {"batch", "batch", -1},
