@@ -287,6 +287,13 @@ struct Verdict {
   std::vector<at::Tensor> aux;   // the target's hidden states the drafter asked for
 };
 
+// True when a step's verdict is taken on the host: temperature 0 on the CPU, logits in bf16 / float32.
+bool host_verdict(const DecodeParams& p, const CausalLM& target) {
+  const at::ScalarType dt = target.dtype();
+  return p.host_greedy && p.sampling.temperature == 0 && target.device().is_cpu() &&
+         (dt == at::kFloat || dt == at::kBFloat16);
+}
+
 // Temperature 0 on the CPU (verify.h, "Temperature 0"): the target's argmax per position on the
 // host, each sequence's greedy verdict and its packet row written on the host: no tensor op over the
 // vocabulary (on the bundled pair those cost more than the draft's accepted tokens save).
@@ -355,9 +362,7 @@ Verdict judge(const CausalLM& target, DecodeRun& run, const Proposal& prop, bool
               const at::Tensor& u_accept, const at::Tensor& u_sample) {
   const at::Tensor input = drafted ? at::cat({run.x_last, prop.tokens}, 1) : run.x_last;
   ForwardOutput out = target.forward(input, run.cache, run.fwd);
-  const bool host = p.host_greedy && p.sampling.temperature == 0 && out.logits.device().is_cpu() &&
-                    (out.logits.scalar_type() == at::kFloat || out.logits.scalar_type() == at::kBFloat16);
-  Verdict v = host ? host_greedy_verdict(out.logits, prop.tokens, run.gamma)
+  Verdict v = host_verdict(p, target) ? host_greedy_verdict(out.logits, prop.tokens, run.gamma)
                    : tensor_verdict(out.logits, prop, run.gamma, p, u_accept, u_sample);
   v.aux = std::move(out.aux_hidden);
   return v;
@@ -394,19 +399,22 @@ void Engine::step(DecodeRun& run, const DecodeParams& p) {
   std::vector<RequestRng*> rngs;
   for (int64_t i : run.active) rngs.push_back(&run.seqs[i].rng);
   const double t0 = now_s();
-  const at::Tensor u = batch_uniforms(rngs, 2 * gamma + 1, run.dev);  // [Bn, 2G+1]: draft | accept | sample
+  // [Bn, 2G+1]: draft | accept | sample. The host's greedy verdict (T = 0) uses none, so none are drawn.
+  const at::Tensor u = host_verdict(p, target_) ? at::Tensor() : batch_uniforms(rngs, 2 * gamma + 1, run.dev);
+  const auto cols = [&u](int64_t from, int64_t n) { return u.defined() ? u.narrow(1, from, n) : at::Tensor(); };
   Proposal prop;
   if (drafter_) {
     TraceRange range("ears.draft");
     // At temperature 0 a sampled draft is the argmax with a one-hot q, exactly greedy drafting's
     // (undefined q = one-hot, verify.h): skip process_logits, the sample and the [B, V] q per token.
     const bool greedy = p.draft_greedy || p.sampling.temperature == 0;
-    prop = drafter_->propose(static_cast<int>(gamma), p.sampling, greedy, u.narrow(1, 0, gamma));
+    prop = drafter_->propose(static_cast<int>(gamma), p.sampling, greedy, cols(0, gamma));
   }
   if (p.sync_timing) synchronize(run.dev);
   const double t1 = now_s();
   std::optional<TraceRange> verify_range(std::in_place, "ears.verify");
-  Verdict v = judge(target_, run, prop, drafter_ != nullptr, p, u.narrow(1, gamma, gamma), u.select(1, 2 * gamma));
+  const at::Tensor u_sample = u.defined() ? u.select(1, 2 * gamma) : at::Tensor();
+  Verdict v = judge(target_, run, prop, drafter_ != nullptr, p, cols(gamma, gamma), u_sample);
   verify_range.reset();
   const double t2 = now_s();
 
