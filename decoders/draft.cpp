@@ -7,9 +7,7 @@
 namespace ears {
 
 at::Tensor greedy_token(const at::Tensor& logits) {
-  const at::ScalarType dt = logits.scalar_type();
-  const bool host = logits.device().is_cpu() && logits.dim() == 2 && logits.size(1) > 0;
-  if (host && (dt == at::kFloat || dt == at::kBFloat16))
+  if (host_argmax_reads(logits.device(), logits.scalar_type()) && logits.dim() == 2 && logits.size(1) > 0)
     return at::tensor(host_argmax(logits).ids, at::TensorOptions().dtype(at::kLong));
   return logits.to(at::kFloat).argmax(-1);
 }

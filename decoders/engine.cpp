@@ -289,9 +289,7 @@ struct Verdict {
 
 // True when a step's verdict is taken on the host: temperature 0 on the CPU, logits in bf16 / float32.
 bool host_verdict(const DecodeParams& p, const CausalLM& target) {
-  const at::ScalarType dt = target.dtype();
-  return p.host_greedy && p.sampling.temperature == 0 && target.device().is_cpu() &&
-         (dt == at::kFloat || dt == at::kBFloat16);
+  return p.host_greedy && p.sampling.temperature == 0 && host_argmax_reads(target.device(), target.dtype());
 }
 
 // Temperature 0 on the CPU (verify.h, "Temperature 0"): the target's argmax per position on the
@@ -303,6 +301,7 @@ Verdict host_greedy_verdict(const at::Tensor& logits /*[B, G+1, V]*/, const at::
   const int64_t B = logits.size(0), T = gamma + 1;
   const HostArgmax top = host_argmax(to_host(logits.reshape({B * T, logits.size(2)})));  // the step's one read
   const at::Tensor x = gamma > 0 ? drafts.contiguous() : at::Tensor();
+  const int64_t* xb = gamma > 0 ? x.data_ptr<int64_t>() : nullptr;
   const StepPacket packet{gamma};
   Verdict v;
   v.host = at::zeros({B, packet.width()}, at::TensorOptions().dtype(at::kFloat));
@@ -310,8 +309,8 @@ Verdict host_greedy_verdict(const at::Tensor& logits /*[B, G+1, V]*/, const at::
   for (int64_t b = 0; b < B; ++b) {
     const int64_t* ids = top.ids.data() + b * T;
     int64_t* e = emitted.data() + b * T;
-    const int64_t n = gamma > 0 ? greedy_accepted(ids, x.data_ptr<int64_t>() + b * gamma, gamma) : 0;
-    if (n > 0) std::copy_n(x.data_ptr<int64_t>() + b * gamma, n, e);
+    const int64_t n = gamma > 0 ? greedy_accepted(ids, xb + b * gamma, gamma) : 0;
+    if (n > 0) std::copy_n(xb + b * gamma, n, e);
     e[n] = ids[n];
     accepted[b] = n;
     const bool bad = std::count(top.finite.begin() + b * T, top.finite.begin() + (b + 1) * T, uint8_t{0}) > 0;
@@ -358,13 +357,14 @@ Verdict tensor_verdict(const at::Tensor& logits, const Proposal& prop, int64_t g
   return v;
 }
 
-// One target forward over [x_last, drafts] and its verdict.
+// One target forward over [x_last, drafts] and its verdict: on the host (host_verdict), or from the
+// tensors with the step's uniforms.
 Verdict judge(const CausalLM& target, DecodeRun& run, const Proposal& prop, bool drafted, const DecodeParams& p,
-              const at::Tensor& u_accept, const at::Tensor& u_sample) {
+              bool on_host, const at::Tensor& u_accept, const at::Tensor& u_sample) {
   const at::Tensor input = drafted ? at::cat({run.x_last, prop.tokens}, 1) : run.x_last;
   ForwardOutput out = target.forward(input, run.cache, run.fwd);
-  Verdict v = host_verdict(p, target) ? host_greedy_verdict(out.logits, prop.tokens, run.gamma)
-                   : tensor_verdict(out.logits, prop, run.gamma, p, u_accept, u_sample);
+  Verdict v = on_host ? host_greedy_verdict(out.logits, prop.tokens, run.gamma)
+                      : tensor_verdict(out.logits, prop, run.gamma, p, u_accept, u_sample);
   v.aux = std::move(out.aux_hidden);
   return v;
 }
@@ -401,7 +401,8 @@ void Engine::step(DecodeRun& run, const DecodeParams& p) {
   for (int64_t i : run.active) rngs.push_back(&run.seqs[i].rng);
   const double t0 = now_s();
   // [Bn, 2G+1]: draft | accept | sample. The host's greedy verdict (T = 0) uses none, so none are drawn.
-  const at::Tensor u = host_verdict(p, target_) ? at::Tensor() : batch_uniforms(rngs, 2 * gamma + 1, run.dev);
+  const bool on_host = host_verdict(p, target_);
+  const at::Tensor u = on_host ? at::Tensor() : batch_uniforms(rngs, 2 * gamma + 1, run.dev);
   const auto cols = [&u](int64_t from, int64_t n) { return u.defined() ? u.narrow(1, from, n) : at::Tensor(); };
   Proposal prop;
   if (drafter_) {
@@ -415,7 +416,7 @@ void Engine::step(DecodeRun& run, const DecodeParams& p) {
   const double t1 = now_s();
   std::optional<TraceRange> verify_range(std::in_place, "ears.verify");
   const at::Tensor u_sample = u.defined() ? u.select(1, 2 * gamma) : at::Tensor();
-  Verdict v = judge(target_, run, prop, drafter_ != nullptr, p, cols(gamma, gamma), u_sample);
+  Verdict v = judge(target_, run, prop, drafter_ != nullptr, p, on_host, cols(gamma, gamma), u_sample);
   verify_range.reset();
   const double t2 = now_s();
 

@@ -96,9 +96,12 @@ void argmax_rows(const E* base, int64_t N, int64_t V, Widen widen, HostArgmax& o
 }
 }  // namespace
 
+bool host_argmax_reads(c10::Device device, at::ScalarType dtype) {
+  return device.is_cpu() && (dtype == at::kFloat || dtype == at::kBFloat16);
+}
+
 HostArgmax host_argmax(const at::Tensor& logits) {
-  if (!logits.device().is_cpu() || logits.dim() != 2 || logits.size(1) < 1 ||
-      (logits.scalar_type() != at::kFloat && logits.scalar_type() != at::kBFloat16))
+  if (!host_argmax_reads(logits.device(), logits.scalar_type()) || logits.dim() != 2 || logits.size(1) < 1)
     fail("host_argmax: want CPU bfloat16 / float32 logits [N, V >= 1], got {} dims of {} on {}", logits.dim(),
          c10::toString(logits.scalar_type()), logits.device().str());
   const at::Tensor l = logits.contiguous();

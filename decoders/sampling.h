@@ -50,6 +50,8 @@ struct HostArgmax {
   std::vector<uint8_t> finite;  // [N]
 };
 HostArgmax host_argmax(const at::Tensor& logits);
+// The logits host_argmax reads: on the CPU, in bf16 or float32.
+bool host_argmax_reads(c10::Device device, at::ScalarType dtype);
 
 // Inverse-CDF sampling, one uniform in [0, 1) per row: probs [N, V] (non-negative, need not be
 // normalised: the row total is used), uniforms [N] -> int64 ids [N] on probs' device. Two binary
