@@ -19,7 +19,6 @@
 #include "decoders/runtime.h"
 #include "decoders/tokenizer.h"
 #include "decoders/trace.h"
-#include "decoders/work_pool.h"
 #include "harness/base/error.h"
 
 namespace ears {
@@ -204,7 +203,7 @@ std::vector<GenResult> Engine::generate(const std::vector<GenRequest>& batch, co
     for (size_t k = 0; k < fit.size(); ++k) results[fit[k]] = std::move(done[k]);
     return results;
   }
-  const work_pool::Warm warm;  // the kernels' workers stay awake between the decode's forks
+  const DecodeScope scope;
   DecodeRun run = prefill(batch, p);
   while (!run.active.empty()) step(run, p);
   for (size_t b = 0; b < batch.size(); ++b) results[b] = std::move(run.seqs[b].result);

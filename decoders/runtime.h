@@ -4,6 +4,7 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/core/ScalarType.h>
 
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "decoders/threads.h"
+#include "decoders/work_pool.h"
 
 namespace ears {
 
@@ -54,6 +56,23 @@ class DeviceTimer {
   c10::Device device_;
   std::unique_ptr<Events> events_;  // null when timing on the host clock
   double t0_ = 0;
+};
+
+// How every decode runs — a request's (Engine::generate) and bench's timed forwards alike: the CPU
+// kernels' workers stay awake between its forks (work_pool::Warm), and LibTorch runs in inference
+// mode, so its ops skip autograd's dispatch, view tracking and version counters (on the bundled
+// pair's T = 0 decode ~0.06 ms a token of ~0.5; docs/performance-log.md, thirty-seventh session).
+// Tensors made inside are inference tensors: none may be changed in place outside a scope (the
+// engine keeps none across requests). Nestable.
+class DecodeScope {
+ public:
+  DecodeScope() = default;
+  DecodeScope(const DecodeScope&) = delete;
+  DecodeScope& operator=(const DecodeScope&) = delete;
+
+ private:
+  work_pool::Warm warm_;
+  c10::InferenceMode inference_;
 };
 
 // Seconds since an arbitrary epoch (steady clock).

@@ -22,7 +22,6 @@
 #include "decoders/runtime.h"
 #include "decoders/sampling.h"
 #include "decoders/verify.h"
-#include "decoders/work_pool.h"
 #include "harness/run/environment.h"
 #include "harness/base/error.h"
 #include "harness/run/model_setup.h"
@@ -190,7 +189,7 @@ double TimedRounds::paired_ratio(size_t a, size_t b) const {
 
 TimedRounds time_side_by_side(const std::vector<std::function<void()>>& fns, int warmup, int repeats,
                               c10::Device device) {
-  const work_pool::Warm warm;  // as in a request's decode (Engine::generate)
+  const DecodeScope scope;  // as a request's decode runs (Engine::generate)
   for (int i = 0; i < warmup; ++i)
     for (const auto& fn : fns) fn();
   DeviceTimer timer(device);

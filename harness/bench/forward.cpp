@@ -22,7 +22,6 @@
 #include "decoders/runtime.h"
 #include "decoders/sampling.h"
 #include "decoders/verify.h"
-#include "decoders/work_pool.h"
 #include "harness/run/environment.h"
 #include "harness/base/error.h"
 #include "harness/run/model_setup.h"
@@ -146,7 +145,7 @@ void phase_rows(const ForwardPlan& plan, std::vector<PathModel>& paths, const st
                 std::map<std::pair<size_t, int>, KVCache>& caches, const std::string& label, at::Generator& gen,
                 ForwardTables& t) {
   const kernels::Path start = kernels::path();
-  const work_pool::Warm warm;  // as the timed forwards (time_side_by_side)
+  const DecodeScope scope;  // as the timed forwards (time_side_by_side)
   for (const Shape& s : shapes) {
     ForwardPhases ph;
     kernels::set_path(paths[s.path].path);
