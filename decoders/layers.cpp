@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "decoders/aten_operators.h"
@@ -278,7 +279,41 @@ at::Tensor silu_mlp(const at::Tensor& x, const at::Tensor& gate_up_w, const at::
   return linear(swiglu(linear(x, gate_up_w, gate_up_b)), down_w, down_b);
 }
 
+namespace {
+// silu_mlp on a CPU kernel path: both linears and SwiGLU on raw rows (the kernels linear() and
+// swiglu() call, so the same rounding) through scratch arrays, without their ATen ops — reshape,
+// contiguous, empty, view: ~4-6 us a layer on the bundled pair (docs/performance-log.md,
+// thirty-seventh session).
+template <class E>
+at::Tensor silu_mlp_rows(const at::Tensor& x, const LinearWeight& gate_up, const LinearWeight& down) {
+  const int64_t I = down.in_features, rows = x.numel() / gate_up.in_features;
+  const std::unique_ptr<E[]> gu(new E[static_cast<size_t>(rows * 2 * I)]), act(new E[static_cast<size_t>(rows * I)]);
+  E* const g = gu.get();
+  E* const a = act.get();
+  linear_rows(static_cast<const E*>(x.data_ptr()), rows, gate_up, g);
+  for_rows(rows, 2 * I, [=](int64_t r0, int64_t r1) { swiglu_rows(g + r0 * 2 * I, r1 - r0, I, a + r0 * I); });
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = down.out_features;
+  at::Tensor y = at::empty(sizes, x.options());
+  linear_rows(a, rows, down, static_cast<E*>(y.data_ptr()));
+  return y;
+}
+
+// True when both weights are packed for this x's kernels and x is a contiguous CPU kernel tensor.
+bool mlp_rows_ready(const at::Tensor& x, const LinearWeight& gate_up, const LinearWeight& down) {
+  if (!gate_up.packed.defined() || !down.packed.defined() || !x.is_contiguous() || x.numel() == 0 ||
+      x.size(-1) != gate_up.in_features || gate_up.out_features != 2 * down.in_features)
+    return false;
+  if (cpu_bf16_tensor(x))
+    return gate_up.layout == bf16_layout() && down.layout == bf16_layout() && gate_up.packed.scalar_type() == at::kBFloat16;
+  return cpu_f32_tensor(x) && gate_up.layout == PackedLayout::f32_panels && down.layout == PackedLayout::f32_panels;
+}
+}  // namespace
+
 at::Tensor silu_mlp(const at::Tensor& x, const LinearWeight& gate_up, const LinearWeight& down) {
+  if (mlp_rows_ready(x, gate_up, down))
+    return x.scalar_type() == at::kFloat ? silu_mlp_rows<float>(x, gate_up, down)
+                                         : silu_mlp_rows<uint16_t>(x, gate_up, down);
   return linear(swiglu(linear(x, gate_up)), down);
 }
 
@@ -355,9 +390,10 @@ at::Tensor linear(const at::Tensor& x, const LinearWeight& lw) {
   const int64_t rows = x.numel() / in;
   std::vector<int64_t> out_sizes(x.sizes().begin(), x.sizes().end());
   out_sizes.back() = N;
-  at::Tensor y = at::empty({rows, N}, x.options());
-  if (rows == 0) return y.view(out_sizes);
-  const at::Tensor x2 = x.reshape({rows, in}).contiguous();
+  at::Tensor y = at::empty(out_sizes, x.options());  // rows x N, contiguous
+  if (rows == 0) return y;
+  // Rows read in place when contiguous (every ATen op here costs ~1 us on a small model's step).
+  const at::Tensor x2 = x.is_contiguous() ? x : x.reshape({rows, in}).contiguous();
   if (f32) {
     const float* xb = x2.data_ptr<float>();
     const float* wb = lw.packed.data_ptr<float>();
@@ -373,7 +409,7 @@ at::Tensor linear(const at::Tensor& x, const LinearWeight& lw) {
     for_weight_blocks(N, in, rows, k->block_rows, 2,
                       [&](int64_t nb0, int64_t nb1) { k->packed_gemm(xb, in, rows, wb, N, in, bb, yb, N, nb0, nb1); });
   }
-  return y.view(out_sizes);
+  return y;
 }
 
 bool rows_available(c10::ScalarType dtype) {
