@@ -305,7 +305,7 @@ bool mlp_rows_ready(const at::Tensor& x, const LinearWeight& gate_up, const Line
       x.size(-1) != gate_up.in_features || gate_up.out_features != 2 * down.in_features)
     return false;
   if (cpu_bf16_tensor(x))
-    return gate_up.layout == bf16_layout() && down.layout == bf16_layout() && gate_up.packed.scalar_type() == at::kBFloat16;
+    return gate_up.layout == bf16_layout() && down.layout == bf16_layout();
   return cpu_f32_tensor(x) && gate_up.layout == PackedLayout::f32_panels && down.layout == PackedLayout::f32_panels;
 }
 }  // namespace
