@@ -234,6 +234,13 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bi
 }
 
 namespace {
+// silu(gate) * up over `rows` rows of [gate | up] (2 * I elements) into rows of I, split like
+// the other element-wise rows: cpu_avx2::swiglu_rows, the kernel silu_mlp's raw path takes too.
+template <class E>
+void swiglu_into(const E* gate_up, int64_t rows, int64_t I, E* act) {
+  for_rows(rows, 2 * I, [=](int64_t r0, int64_t r1) { swiglu_rows(gate_up + r0 * 2 * I, r1 - r0, I, act + r0 * I); });
+}
+
 // silu(gate) * up. On a CPU kernel path one pass of cpu_avx2::swiglu_rows (LibTorch's bf16 silu
 // and mul are two single-threaded passes: 1.2 ms of a 16-sequence decode step of the 100M model).
 at::Tensor swiglu(const at::Tensor& gate_up) {
@@ -243,17 +250,24 @@ at::Tensor swiglu(const at::Tensor& gate_up) {
     sizes.back() = inter;
     at::Tensor act = at::empty(sizes, gate_up.options());
     const int64_t rows = gate_up.numel() / (2 * inter);
-    for_rows(rows, 2 * inter, [&](int64_t r0, int64_t r1) {
-      if (gate_up.scalar_type() == at::kFloat) {
-        cpu_avx2::swiglu_rows(gate_up.data_ptr<float>() + r0 * 2 * inter, r1 - r0, inter, act.data_ptr<float>() + r0 * inter);
-      } else {
-        cpu_avx2::swiglu_rows(bits(gate_up) + r0 * 2 * inter, r1 - r0, inter, bits_mut(act) + r0 * inter);
-      }
-    });
+    if (gate_up.scalar_type() == at::kFloat)
+      swiglu_into(gate_up.data_ptr<float>(), rows, inter, act.data_ptr<float>());
+    else
+      swiglu_into(bits(gate_up), rows, inter, bits_mut(act));
     return act;
   }
   at::Tensor act = at::silu(gate_up.narrow(-1, 0, inter));
   return act.mul_(gate_up.narrow(-1, inter, inter));
+}
+
+// True when x's rows may go through lw's packed kernel: a CPU tensor outside autograd, in the
+// packed weight's dtype, and the weight packed in the layout the kernel path in effect reads.
+bool packed_kernel_takes(const at::Tensor& x, const LinearWeight& lw) {
+  if (!lw.packed.defined() || !x.device().is_cpu() || x.scalar_type() != lw.packed.scalar_type() ||
+      (at::GradMode::is_enabled() && x.requires_grad()))
+    return false;
+  if (x.scalar_type() == at::kFloat) return kernels::path() != kernels::Path::aten && lw.layout == PackedLayout::f32_panels;
+  return bf16_layout() == lw.layout;
 }
 }  // namespace
 
@@ -291,7 +305,7 @@ at::Tensor silu_mlp_rows(const at::Tensor& x, const LinearWeight& gate_up, const
   E* const g = gu.get();
   E* const a = act.get();
   linear_rows(static_cast<const E*>(x.data_ptr()), rows, gate_up, g);
-  for_rows(rows, 2 * I, [=](int64_t r0, int64_t r1) { swiglu_rows(g + r0 * 2 * I, r1 - r0, I, a + r0 * I); });
+  swiglu_into(g, rows, I, a);
   std::vector<int64_t> sizes = x.sizes().vec();
   sizes.back() = down.out_features;
   at::Tensor y = at::empty(sizes, x.options());
@@ -299,14 +313,10 @@ at::Tensor silu_mlp_rows(const at::Tensor& x, const LinearWeight& gate_up, const
   return y;
 }
 
-// True when both weights are packed for this x's kernels and x is a contiguous CPU kernel tensor.
+// True when x is contiguous and both weights' packed kernels take it.
 bool mlp_rows_ready(const at::Tensor& x, const LinearWeight& gate_up, const LinearWeight& down) {
-  if (!gate_up.packed.defined() || !down.packed.defined() || !x.is_contiguous() || x.numel() == 0 ||
-      x.size(-1) != gate_up.in_features || gate_up.out_features != 2 * down.in_features)
-    return false;
-  if (cpu_bf16_tensor(x))
-    return gate_up.layout == bf16_layout() && down.layout == bf16_layout();
-  return cpu_f32_tensor(x) && gate_up.layout == PackedLayout::f32_panels && down.layout == PackedLayout::f32_panels;
+  return x.is_contiguous() && x.numel() > 0 && x.size(-1) == gate_up.in_features &&
+         gate_up.out_features == 2 * down.in_features && packed_kernel_takes(x, gate_up) && packed_kernel_takes(x, down);
 }
 }  // namespace
 
@@ -381,12 +391,10 @@ at::Tensor linear(const at::Tensor& x, const LinearWeight& lw) {
   const int64_t in = lw.in_features, N = lw.out_features;
   if (x.size(-1) != in)
     fail("linear: input has {} features but the weight expects {}", x.size(-1), in);
-  const at::ScalarType wt = lw.packed.scalar_type();
-  const bool f32 = wt == at::kFloat;
-  const bool kernel = x.device().is_cpu() && x.scalar_type() == wt && !(at::GradMode::is_enabled() && x.requires_grad()) &&
-                      (f32 ? kernels::path() != kernels::Path::aten : bf16_layout() == lw.layout);
-  if (!kernel)
+  if (!packed_kernel_takes(x, lw)) {
+    const at::ScalarType wt = lw.packed.scalar_type();
     return at::linear(x.to(wt), lw.dense(), lw.bias.defined() ? c10::optional<at::Tensor>(lw.bias) : c10::nullopt);
+  }
   const int64_t rows = x.numel() / in;
   std::vector<int64_t> out_sizes(x.sizes().begin(), x.sizes().end());
   out_sizes.back() = N;
@@ -394,21 +402,10 @@ at::Tensor linear(const at::Tensor& x, const LinearWeight& lw) {
   if (rows == 0) return y;
   // Rows read in place when contiguous (every ATen op here costs ~1 us on a small model's step).
   const at::Tensor x2 = x.is_contiguous() ? x : x.reshape({rows, in}).contiguous();
-  if (f32) {
-    const float* xb = x2.data_ptr<float>();
-    const float* wb = lw.packed.data_ptr<float>();
-    const float* bb = lw.bias.defined() ? lw.bias.data_ptr<float>() : nullptr;
-    float* yb = y.data_ptr<float>();
-    for_weight_blocks(N, in, rows, 16, 4, [&](int64_t p0, int64_t p1) { cpu_avx2::gemm_f32(xb, in, rows, wb, N, in, bb, yb, N, p0, p1); });
-  } else {
-    const uint16_t* xb = bits(x2);
-    const uint16_t* wb = bits(lw.packed);
-    const uint16_t* bb = lw.bias.defined() ? bits(lw.bias) : nullptr;
-    uint16_t* yb = bits_mut(y);
-    const Bf16RowKernels* k = bf16_kernels();
-    for_weight_blocks(N, in, rows, k->block_rows, 2,
-                      [&](int64_t nb0, int64_t nb1) { k->packed_gemm(xb, in, rows, wb, N, in, bb, yb, N, nb0, nb1); });
-  }
+  if (x.scalar_type() == at::kFloat)
+    linear_rows(x2.data_ptr<float>(), rows, lw, y.data_ptr<float>());
+  else
+    linear_rows(bits(x2), rows, lw, bits_mut(y));
   return y;
 }
 
