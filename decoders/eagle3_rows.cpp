@@ -72,7 +72,7 @@ Eagle3Head::Output Eagle3Head::forward_rows(const at::Tensor& token_ids, const a
   E* kc = static_cast<E*>(cache.data(0, 0));
   E* vc = static_cast<E*>(cache.data(0, 1));
   const int64_t L = cache.max_len();
-  std::vector<float> scratch(static_cast<size_t>(cache.max_length() + T));
+  std::vector<int64_t> n_keys(static_cast<size_t>(T));
   const float scale = static_cast<float>(std::pow(static_cast<double>(hd), -0.5));
   for (int64_t b = 0; b < B; ++b) {
     const int64_t len = cache.length(b);
@@ -87,12 +87,10 @@ Eagle3Head::Output Eagle3Head::forward_rows(const at::Tensor& token_ids, const a
         std::memcpy(vc + slot, row_v + kh * hd, hd * sizeof(E));
       }
     }
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t h = 0; h < H; ++h) {
-        const int64_t base = (b * K + h / G) * L * hd;
-        layers::attend_row(qk.data() + ((b * T + t) * (H + K) + h) * hd, kc + base, vc + base, hd, len + t + 1, hd,
-                           scale, scratch.data(), attn.data() + ((b * T + t) * H + h) * hd);
-      }
+    // Per KV head its G query heads over the T tokens (token t sees len + t + 1 keys).
+    for (int64_t t = 0; t < T; ++t) n_keys[t] = len + t + 1;
+    layers::attend_rows(qk.data() + b * T * (H + K) * hd, (H + K) * hd, T, K, G, n_keys.data(), kc + b * K * L * hd,
+                        vc + b * K * L * hd, L * hd, hd, scale, attn.data() + b * T * H * hd, H * hd);
   }
   cache.commit(plan);
 

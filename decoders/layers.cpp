@@ -68,7 +68,6 @@ constexpr int64_t kAttentionForkWork = 32 * 1024;
 struct Bf16RowKernels {
   decltype(&cpu_bf16::rms_norm_rows) rms_norm_rows;
   decltype(&cpu_bf16::rope_rows) rope_rows;
-  decltype(&cpu_bf16::attend_row) attend_row;
   decltype(&cpu_bf16::attend_rows) attend_rows;     // the rows sharing one KV head
   PackedLayout layout;                             // the layout this path's linear reads:
   decltype(&cpu_bf16::amx_packed_elems) packed_elems;  // its size,
@@ -79,17 +78,17 @@ struct Bf16RowKernels {
 };
 const Bf16RowKernels* bf16_kernels() {
   constexpr PackedLayout tiles = PackedLayout::bf16_amx_tiles;
-  static const Bf16RowKernels amx{cpu_bf16::rms_norm_rows, cpu_bf16::rope_rows,        cpu_bf16::attend_row,
+  static const Bf16RowKernels amx{cpu_bf16::rms_norm_rows, cpu_bf16::rope_rows,
                                   cpu_bf16::attend_rows,   tiles,                       cpu_bf16::amx_packed_elems,
                                   cpu_bf16::amx_pack,      cpu_bf16::amx_gemm,          32,
                                   kAttentionMaxTokens};
-  static const Bf16RowKernels vnni{cpu_bf16::rms_norm_rows, cpu_bf16::rope_rows,        cpu_bf16::attend_row,
+  static const Bf16RowKernels vnni{cpu_bf16::rms_norm_rows, cpu_bf16::rope_rows,
                                    cpu_bf16::attend_rows,   tiles,                       cpu_bf16::amx_packed_elems,
                                    cpu_bf16::amx_pack,      cpu_bf16::vnni_gemm,         32,
                                    kAttentionMaxTokens};
   // ATen's bf16 matmul is emulated on these CPUs: attention takes the kernel at any length.
   static const Bf16RowKernels avx2{cpu_avx2::rms_norm_rows,       cpu_avx2::rope_rows,
-                                   cpu_avx2::attend_row,          cpu_avx2::attend_rows,
+                                   cpu_avx2::attend_rows,
                                    PackedLayout::bf16_panels,     cpu_avx2::panel_bf16_elems,
                                    cpu_avx2::panel_bf16_pack,     cpu_avx2::gemm_bf16,
                                    cpu_avx2::kPanelGroupRows,     std::numeric_limits<int64_t>::max()};
@@ -457,13 +456,30 @@ void swiglu_rows(const float* gate_up, int64_t rows, int64_t I, float* act) {
 void add_rows(const uint16_t* x, int64_t n, uint16_t* y) { cpu_avx2::add_into(x, n, y); }
 void add_rows(const float* x, int64_t n, float* y) { cpu_avx2::add_into(x, n, y); }
 
-void attend_row(const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t ld, int64_t n_keys, int64_t hd,
-                float scale, float* scratch, uint16_t* out) {
-  bf16_kernels()->attend_row(q, k, ld, v, ld, n_keys, hd, scale, scratch, out);
+namespace {
+template <class E, class Kernel>
+void attend_kv_heads(const E* q, int64_t ldq, int64_t T, int64_t K, int64_t G, const int64_t* n_keys, const E* k,
+                     const E* v, int64_t kv_stride, int64_t hd, float scale, E* out, int64_t ldo, Kernel attend) {
+  const int64_t work = T * G * *std::max_element(n_keys, n_keys + T) * hd;  // per KV head
+  const int64_t grain = std::max<int64_t>(1, (kAttentionForkWork + work - 1) / std::max<int64_t>(1, work));
+  parallel_for(0, K, grain, [&](int64_t h0, int64_t h1) {
+    for (int64_t kh = h0; kh < h1; ++kh)
+      attend(q + kh * G * hd, ldq, T, G, n_keys, k + kh * kv_stride, hd, v + kh * kv_stride, hd, hd, scale,
+             out + kh * G * hd, ldo, nullptr);
+  });
 }
-void attend_row(const float* q, const float* k, const float* v, int64_t ld, int64_t n_keys, int64_t hd, float scale,
-                float* scratch, float* out) {
-  cpu_avx2::attend_row(q, k, ld, v, ld, n_keys, hd, scale, scratch, out);
+}  // namespace
+
+void attend_rows(const uint16_t* q, int64_t ldq, int64_t T, int64_t K, int64_t G, const int64_t* n_keys,
+                 const uint16_t* k, const uint16_t* v, int64_t kv_stride, int64_t hd, float scale, uint16_t* out,
+                 int64_t ldo) {
+  attend_kv_heads(q, ldq, T, K, G, n_keys, k, v, kv_stride, hd, scale, out, ldo, bf16_kernels()->attend_rows);
+}
+void attend_rows(const float* q, int64_t ldq, int64_t T, int64_t K, int64_t G, const int64_t* n_keys, const float* k,
+                 const float* v, int64_t kv_stride, int64_t hd, float scale, float* out, int64_t ldo) {
+  using F = void (*)(const float*, int64_t, int64_t, int64_t, const int64_t*, const float*, int64_t, const float*,
+                     int64_t, int64_t, float, float*, int64_t, const NextKV*);
+  attend_kv_heads(q, ldq, T, K, G, n_keys, k, v, kv_stride, hd, scale, out, ldo, static_cast<F>(cpu_avx2::attend_rows));
 }
 
 at::Tensor rope_inv_freq(int64_t head_dim, const RopeConfig& rope, c10::Device device) {

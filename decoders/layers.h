@@ -87,11 +87,15 @@ void swiglu_rows(const float* gate_up, int64_t rows, int64_t I, float* act);
 // y[i] = E(y[i] + x[i]) for i < n (cpu_avx2::add_into: the kernel residual_add_ below takes).
 void add_rows(const uint16_t* x, int64_t n, uint16_t* y);
 void add_rows(const float* x, int64_t n, float* y);
-// One query row over keys [0, n_keys) (k_j = k + j * ld, v_j = v + j * ld); scratch: n_keys floats.
-void attend_row(const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t ld, int64_t n_keys, int64_t hd,
-                float scale, float* scratch, uint16_t* out);
-void attend_row(const float* q, const float* k, const float* v, int64_t ld, int64_t n_keys, int64_t hd, float scale,
-                float* scratch, float* out);
+// One sequence's attention over its K KV heads: query head kh * G + g of token t at q + t * ldq +
+// (kh * G + g) * hd, its output at out + t * ldo + (kh * G + g) * hd, over keys [0, n_keys[t]) of
+// KV head kh (k_j = k + kh * kv_stride + j * hd, v likewise). Per KV head the kernel attention()
+// runs, so every row rounds as it does there; the heads split over the threads as there.
+void attend_rows(const uint16_t* q, int64_t ldq, int64_t T, int64_t K, int64_t G, const int64_t* n_keys,
+                 const uint16_t* k, const uint16_t* v, int64_t kv_stride, int64_t hd, float scale, uint16_t* out,
+                 int64_t ldo);
+void attend_rows(const float* q, int64_t ldq, int64_t T, int64_t K, int64_t G, const int64_t* n_keys, const float* k,
+                 const float* v, int64_t kv_stride, int64_t hd, float scale, float* out, int64_t ldo);
 
 // h += x in place (the residual stream's update), rounded once to h's dtype as ATen's add_. On a
 // CPU kernel path, bf16 or float32 with both contiguous: cpu_avx2::add_into over rows split on the
@@ -142,7 +146,7 @@ at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope);
 // scores = (q @ k^T) * scale in q's dtype; masked; softmax in fp32; cast back; @ v.
 // Returns [B, T, H*hd] (heads concatenated in head order), contiguous.
 // positions: optional [B, T] int64 with blocked[b, t, s] == (s > positions[b, t]) (the KV-cache
-// case, KVCache::Append::positions). Given it, a CPU kernel path runs attend_row per query row
+// case, KVCache::Append::positions). Given it, a CPU kernel path runs each query row (attend_rows)
 // over its visible keys only (T <= 16; any T in bf16 on the avx2 path, where ATen's bf16 matmul is
 // emulated), with the same roundings (no matmul call overhead, no [B, K, T*G, S] temporaries). On an accelerator with
 // LibTorch >= 2.1: at::scaled_dot_product_attention (EARS_EAGER_ATTENTION=1: this eager path).

@@ -350,7 +350,7 @@ TEST_P(CpuKernels, AttentionMatchesAtenPathAndIgnoresKeysPastThePosition) {
 // 16 at a time on avx512bf16 / amx, 4 or 8 on avx2; avx2 bf16 from 32 rows on: K and V widened to
 // fp32 once for all of them);
 // each row must come out exactly as when it is the only row of its KV head (one token, one query
-// head per KV head), and as layers::attend_row (one row on raw K and V) gives it.
+// head per KV head), and as layers::attend_rows (raw rows, the draft head's step) gives it.
 struct SharedKvShape {
   int64_t T, H, hd;  // B 2, K 2: G = H / 2 query heads per KV head
 };
@@ -381,25 +381,26 @@ TEST_P(CpuKernels, AttentionRowsSharingAKvHeadMatchEachRowAlone) {
           const at::Tensor want = together.narrow(1, t, 1).index_select(2, heads).reshape(alone.sizes());
           EXPECT_TRUE(at::equal(alone, want)) << c10::toString(dtype) << " t " << t << " g " << g << " max |diff| "
                                               << max_abs(alone, want);
-          // And the raw-rows attend_row (the draft head's step) on the same row, for every b and KV head.
-          for (int64_t b = 0; b < B; ++b)
-            for (int64_t kvh = 0; kvh < K; ++kvh) {
-              const int64_t h = kvh * G + g, n_keys = pos[b][t].item<int64_t>() + 1;
-              const at::Tensor qr = q[b][t][h].contiguous(), kr = k[b][kvh].contiguous(), vr = v[b][kvh].contiguous();
-              at::Tensor row = at::empty({hd}, q.options());
-              std::vector<float> scratch(static_cast<size_t>(S));
-              if (dtype == at::kFloat) {
-                ears::layers::attend_row(qr.data_ptr<float>(), kr.data_ptr<float>(), vr.data_ptr<float>(), hd, n_keys,
-                                         hd, static_cast<float>(scale), scratch.data(), row.data_ptr<float>());
-              } else {
-                auto u16 = [](const at::Tensor& x) { return static_cast<const uint16_t*>(x.data_ptr()); };
-                ears::layers::attend_row(u16(qr), u16(kr), u16(vr), hd, n_keys, hd, static_cast<float>(scale),
-                                         scratch.data(), static_cast<uint16_t*>(row.data_ptr()));
-              }
-              EXPECT_TRUE(at::equal(row, together[b][t][h])) << c10::toString(dtype) << " attend_row b " << b << " t "
-                                                               << t << " h " << h;
-            }
         }
+      // And the raw rows (the draft head's step, layers::attend_rows): each sequence's T tokens x H
+      // query heads over its K KV heads in one call.
+      for (int64_t b = 0; b < B; ++b) {
+        const at::Tensor qb = q[b].contiguous(), kb = k[b].contiguous(), vb = v[b].contiguous();
+        at::Tensor rows = at::empty({T, H, hd}, q.options());
+        std::vector<int64_t> n_keys(static_cast<size_t>(T));
+        for (int64_t t = 0; t < T; ++t) n_keys[t] = pos[b][t].item<int64_t>() + 1;
+        const float sc = static_cast<float>(scale);
+        if (dtype == at::kFloat) {
+          ears::layers::attend_rows(qb.data_ptr<float>(), H * hd, T, K, G, n_keys.data(), kb.data_ptr<float>(),
+                                    vb.data_ptr<float>(), S * hd, hd, sc, rows.data_ptr<float>(), H * hd);
+        } else {
+          auto u16 = [](const at::Tensor& x) { return static_cast<uint16_t*>(x.data_ptr()); };
+          ears::layers::attend_rows(u16(qb), H * hd, T, K, G, n_keys.data(), u16(kb), u16(vb), S * hd, hd, sc,
+                                    u16(rows), H * hd);
+        }
+        EXPECT_TRUE(at::equal(rows, together[b])) << c10::toString(dtype) << " attend_rows b " << b << " max |diff| "
+                                                  << max_abs(rows, together[b]);
+      }
     }
   }
 }
