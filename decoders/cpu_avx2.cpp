@@ -953,16 +953,6 @@ void rope_rows(const float* x, int64_t outer, int64_t outer_stride, int64_t n_he
                const float* sin, float* y) {
   rope_impl<F32>(x, outer, outer_stride, n_heads, hd, cos, sin, y);
 }
-void attend_row(const uint16_t* q, const uint16_t* k, int64_t ldk, const uint16_t* v, int64_t ldv, int64_t n_keys,
-                int64_t hd, float scale, float* scratch, uint16_t* out) {
-  LineFeed none;
-  attend_whole_or_not<Bf16, Bf16>(1, q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out, none);
-}
-void attend_row(const float* q, const float* k, int64_t ldk, const float* v, int64_t ldv, int64_t n_keys, int64_t hd,
-                float scale, float* scratch, float* out) {
-  LineFeed none;
-  attend_whole_or_not<F32, F32>(1, q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out, none);
-}
 void attend_rows(const uint16_t* q, int64_t ldq, int64_t T, int64_t G, const int64_t* n_keys, const uint16_t* k,
                  int64_t ldk, const uint16_t* v, int64_t ldv, int64_t hd, float scale, uint16_t* out, int64_t ldo,
                  const NextKV* next) {
@@ -990,9 +980,6 @@ void rms_norm_rows(const uint16_t*, int64_t, int64_t, int64_t, int64_t, const ui
 void rms_norm_rows(const float*, int64_t, int64_t, int64_t, int64_t, const float*, bool, float, float*) {}
 void rope_rows(const uint16_t*, int64_t, int64_t, int64_t, int64_t, const uint16_t*, const uint16_t*, uint16_t*) {}
 void rope_rows(const float*, int64_t, int64_t, int64_t, int64_t, const float*, const float*, float*) {}
-void attend_row(const uint16_t*, const uint16_t*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, float, float*,
-                uint16_t*) {}
-void attend_row(const float*, const float*, int64_t, const float*, int64_t, int64_t, int64_t, float, float*, float*) {}
 void attend_rows(const uint16_t*, int64_t, int64_t, int64_t, const int64_t*, const uint16_t*, int64_t, const uint16_t*,
                  int64_t, int64_t, float, uint16_t*, int64_t, const NextKV*) {}
 void attend_rows(const float*, int64_t, int64_t, int64_t, const int64_t*, const float*, int64_t, const float*, int64_t,

@@ -65,13 +65,9 @@ void rope_rows(const uint16_t* x, int64_t outer, int64_t outer_stride, int64_t n
                const uint16_t* cos, const uint16_t* sin, uint16_t* y);
 void rope_rows(const float* x, int64_t outer, int64_t outer_stride, int64_t n_heads, int64_t hd, const float* cos,
                const float* sin, float* y);
-void attend_row(const uint16_t* q, const uint16_t* k, int64_t ldk, const uint16_t* v, int64_t ldv,
-                int64_t n_keys, int64_t hd, float scale, float* scratch, uint16_t* out);
-void attend_row(const float* q, const float* k, int64_t ldk, const float* v, int64_t ldv, int64_t n_keys, int64_t hd,
-                float scale, float* scratch, float* out);
 // The query rows of one sequence that share one KV head: T tokens x G heads, row (t, g) at
 // q + t * ldq + g * hd, its output at out + t * ldo + g * hd, over the first n_keys[t] keys.
-// Each row's output is attend_row's, bit for bit: the G heads of a token go in groups of up to 4
+// Each row's output is the same, bit for bit, as when it is the only row: the G heads of a token go in groups of up to 4
 // that load (bf16: widen) each K and V chunk once for the group, the same sums in the same order
 // per row; bf16, many rows: K and V are widened to fp32 once for all of them first. `next` (may be
 // null): the rows of the caller's next run, brought into L2 as the loops go (decoders/line_feed.h).

@@ -356,7 +356,7 @@ template <int NG>
 EARS_AVX512_BF16 void attend_group(const uint16_t* const* q, const uint16_t* k, int64_t ldk, const uint16_t* v,
                                    int64_t ldv, int64_t n_keys, int64_t hd, float scale, float* scratch,
                                    uint16_t* const* out, LineFeed& feed) {
-  static_assert(NG >= 2 && NG <= 4, "a lone row is attend_row's; 4 x 4 score accumulators");
+  static_assert(NG >= 2 && NG <= 4, "a lone row is attend_one's; 4 x 4 score accumulators");
   float* s[NG];
   for (int r = 0; r < NG; ++r) s[r] = scratch + r * n_keys;
   int64_t j = 0;
@@ -375,7 +375,7 @@ EARS_AVX512_BF16 void attend_group(const uint16_t* const* q, const uint16_t* k, 
   for (; c0 < chunks; ++c0) weighted_values_rows<NG, 1>(s, v, ldv, n_keys, hd, c0, out, feed);
 }
 
-// attend_row, its loops stepping `feed`.
+// One query row (attend_rows' contract), its loops stepping `feed`.
 EARS_AVX512_BF16 void attend_one(const uint16_t* q, const uint16_t* k, int64_t ldk, const uint16_t* v, int64_t ldv,
                                  int64_t n_keys, int64_t hd, float scale, float* scratch, uint16_t* out,
                                  LineFeed& feed) {
@@ -400,12 +400,6 @@ constexpr int64_t value_passes(int64_t ng, int64_t chunks) {
 }
 }  // namespace
 
-void attend_row(const uint16_t* q, const uint16_t* k, int64_t ldk, const uint16_t* v, int64_t ldv, int64_t n_keys,
-                int64_t hd, float scale, float* scratch, uint16_t* out) {
-  LineFeed none;
-  attend_one(q, k, ldk, v, ldv, n_keys, hd, scale, scratch, out, none);
-}
-
 void attend_rows(const uint16_t* q, int64_t ldq, int64_t T, int64_t G, const int64_t* n_keys, const uint16_t* k,
                  int64_t ldk, const uint16_t* v, int64_t ldv, int64_t hd, float scale, uint16_t* out, int64_t ldo,
                  const NextKV* next) {
@@ -428,7 +422,7 @@ void attend_rows(const uint16_t* q, int64_t ldq, int64_t T, int64_t G, const int
         qs[r] = q + t * ldq + (g + r) * hd;
         os[r] = out + t * ldo + (g + r) * hd;
       }
-      switch (ng) {  // a lone row shares nothing: attend_row's code
+      switch (ng) {  // a lone row shares nothing: attend_one
         case 1: attend_one(qs[0], k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), os[0], feed); break;
         case 2: attend_group<2>(qs, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), os, feed); break;
         case 3: attend_group<3>(qs, k, ldk, v, ldv, n_keys[t], hd, scale, scratch.data(), os, feed); break;
@@ -727,8 +721,6 @@ void vnni_gemm(const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t, int6
                int64_t, int64_t, int64_t) {}
 void gemm_nt(const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t, int64_t, const uint16_t*, uint16_t*,
              int64_t, int64_t, int64_t) {}
-void attend_row(const uint16_t*, const uint16_t*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, float,
-                float*, uint16_t*) {}
 void attend_rows(const uint16_t*, int64_t, int64_t, int64_t, const int64_t*, const uint16_t*, int64_t, const uint16_t*,
                  int64_t, int64_t, float, uint16_t*, int64_t, const NextKV*) {}
 

@@ -76,14 +76,12 @@ void rms_norm_rows(const uint16_t* x, int64_t outer, int64_t outer_stride, int64
 void rope_rows(const uint16_t* x, int64_t outer, int64_t outer_stride, int64_t n_heads, int64_t hd,
                const uint16_t* cos, const uint16_t* sin, uint16_t* y);
 
-// One query row over keys [0, n_keys) of one KV head, Hugging Face eager numerics in bf16:
-//   s_j = bf16(bf16(q . k_j) * scale); p = bf16(softmax_fp32(s)); out = bf16(sum_j p_j v_j).
-// k_j = k + j * ldk, v_j = v + j * ldv (hd elements each). scratch: n_keys floats.
-void attend_row(const uint16_t* q, const uint16_t* k, int64_t ldk, const uint16_t* v, int64_t ldv,
-                int64_t n_keys, int64_t hd, float scale, float* scratch, uint16_t* out);
 // The query rows of one sequence that share one KV head (decoders/cpu_avx2.h's attend_rows
-// contract), each row attend_row's output bit for bit: the G heads of a token in groups of up to
-// 4 that load each K and V chunk once and reduce their scores together; `next` as there.
+// contract). Each row over its keys [0, n_keys[t]), Hugging Face eager numerics in bf16:
+//   s_j = bf16(bf16(q . k_j) * scale); p = bf16(softmax_fp32(s)); out = bf16(sum_j p_j v_j),
+// k_j = k + j * ldk, v_j = v + j * ldv (hd elements each); each row's output the same, bit for
+// bit, as when it is the only row: the G heads of a token in groups of up to 4 that load each K
+// and V chunk once and reduce their scores together; `next` as there.
 void attend_rows(const uint16_t* q, int64_t ldq, int64_t T, int64_t G, const int64_t* n_keys, const uint16_t* k,
                  int64_t ldk, const uint16_t* v, int64_t ldv, int64_t hd, float scale, uint16_t* out, int64_t ldo,
                  const NextKV* next);

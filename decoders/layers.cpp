@@ -63,6 +63,13 @@ constexpr int64_t kAttentionMaxTokens = 16;
 // bench model (4 KV heads x 3 query rows x 129 keys x 64) splits in two, 20 -> 14 us per layer
 // (Intel Xeon), where it had run on one thread while the other's OpenMP worker waited.
 constexpr int64_t kAttentionForkWork = 32 * 1024;
+// Items per thread for attention items of `item_work` such products each.
+int64_t attention_grain(int64_t item_work) {
+  return std::max<int64_t>(1, (kAttentionForkWork + item_work - 1) / std::max<int64_t>(1, item_work));
+}
+// cpu_avx2's float32 attend_rows (named: the overload set is taken by its address).
+using F32AttendRows = void (*)(const float*, int64_t, int64_t, int64_t, const int64_t*, const float*, int64_t,
+                               const float*, int64_t, int64_t, float, float*, int64_t, const NextKV*);
 
 // The bf16 row kernels of the kernel path in effect (decoders/kernel_path.h); null on aten.
 struct Bf16RowKernels {
@@ -460,8 +467,7 @@ namespace {
 template <class E, class Kernel>
 void attend_kv_heads(const E* q, int64_t ldq, int64_t T, int64_t K, int64_t G, const int64_t* n_keys, const E* k,
                      const E* v, int64_t kv_stride, int64_t hd, float scale, E* out, int64_t ldo, Kernel attend) {
-  const int64_t work = T * G * *std::max_element(n_keys, n_keys + T) * hd;  // per KV head
-  const int64_t grain = std::max<int64_t>(1, (kAttentionForkWork + work - 1) / std::max<int64_t>(1, work));
+  const int64_t grain = attention_grain(T * G * *std::max_element(n_keys, n_keys + T) * hd);  // per KV head
   parallel_for(0, K, grain, [&](int64_t h0, int64_t h1) {
     for (int64_t kh = h0; kh < h1; ++kh)
       attend(q + kh * G * hd, ldq, T, G, n_keys, k + kh * kv_stride, hd, v + kh * kv_stride, hd, hd, scale,
@@ -477,9 +483,8 @@ void attend_rows(const uint16_t* q, int64_t ldq, int64_t T, int64_t K, int64_t G
 }
 void attend_rows(const float* q, int64_t ldq, int64_t T, int64_t K, int64_t G, const int64_t* n_keys, const float* k,
                  const float* v, int64_t kv_stride, int64_t hd, float scale, float* out, int64_t ldo) {
-  using F = void (*)(const float*, int64_t, int64_t, int64_t, const int64_t*, const float*, int64_t, const float*,
-                     int64_t, int64_t, float, float*, int64_t, const NextKV*);
-  attend_kv_heads(q, ldq, T, K, G, n_keys, k, v, kv_stride, hd, scale, out, ldo, static_cast<F>(cpu_avx2::attend_rows));
+  attend_kv_heads(q, ldq, T, K, G, n_keys, k, v, kv_stride, hd, scale, out, ldo,
+                  static_cast<F32AttendRows>(cpu_avx2::attend_rows));
 }
 
 at::Tensor rope_inv_freq(int64_t head_dim, const RopeConfig& rope, c10::Device device) {
@@ -603,7 +608,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
       for (int64_t t = 0; t < T; ++t) n_keys[b * T + t] = std::min<int64_t>(pos_at[b][t] + 1, S);
     const float fscale = static_cast<float>(scale);
     // Fork when each thread gets >= kAttentionForkWork query-row x key x head_dim products.
-    const int64_t grain = std::max<int64_t>(1, (kAttentionForkWork + G * S * hd - 1) / (G * S * hd));
+    const int64_t grain = attention_grain(G * S * hd);
     // Work items from i on that share item i's (b, KV head), up to i1: one attend_rows call.
     struct Run {
       int64_t b, kvh, t0, n;
@@ -644,10 +649,8 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
       });
     };
     if (f32) {
-      using F = void (*)(const float*, int64_t, int64_t, int64_t, const int64_t*, const float*, int64_t, const float*,
-                         int64_t, int64_t, float, float*, int64_t, const NextKV*);
       rows(qc.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(), out.data_ptr<float>(),
-           static_cast<F>(cpu_avx2::attend_rows));
+           static_cast<F32AttendRows>(cpu_avx2::attend_rows));
     } else {
       rows(bits(qc), bits(k), bits(v), bits_mut(out), bf16_kernels()->attend_rows);
     }
