@@ -81,7 +81,7 @@ struct Bf16RowKernels {
   decltype(&cpu_bf16::amx_pack) pack;                  // the packing at load,
   decltype(&cpu_bf16::amx_gemm) packed_gemm;           // the product over it,
   int64_t block_rows;                                  // over ranges of blocks of this many rows
-  int64_t attention_max_tokens;                    // longer prefills take ATen (native bf16 there)
+  int64_t attention_max_tokens;                    // longer prefills take ATen (AMX tiles there)
 };
 const Bf16RowKernels* bf16_kernels() {
   constexpr PackedLayout tiles = PackedLayout::bf16_amx_tiles;
@@ -92,8 +92,11 @@ const Bf16RowKernels* bf16_kernels() {
   static const Bf16RowKernels vnni{cpu_bf16::rms_norm_rows, cpu_bf16::rope_rows,
                                    cpu_bf16::attend_rows,   tiles,                       cpu_bf16::amx_packed_elems,
                                    cpu_bf16::amx_pack,      cpu_bf16::vnni_gemm,         32,
-                                   kAttentionMaxTokens};
-  // ATen's bf16 matmul is emulated on these CPUs: attention takes the kernel at any length.
+                                   std::numeric_limits<int64_t>::max()};
+  // Without AMX, attention takes the kernel at any length: on avx512bf16 ATen's eager attention
+  // (scores over the whole cache, masked) made a 76-token prefill of the bundled target 10.6 ms, the
+  // kernel 6.7 (attention 3.45 -> 0.43 ms; Intel Xeon without AMX, docs/performance-log.md, 11-29);
+  // on avx2 ATen's bf16 matmul is emulated.
   static const Bf16RowKernels avx2{cpu_avx2::rms_norm_rows,       cpu_avx2::rope_rows,
                                    cpu_avx2::attend_rows,
                                    PackedLayout::bf16_panels,     cpu_avx2::panel_bf16_elems,
@@ -579,13 +582,19 @@ at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope) {
   return out;
 }
 
+int64_t attention_kernel_tokens(c10::ScalarType dtype) {
+  if (dtype == at::kFloat) return kernels::path() != kernels::Path::aten ? kAttentionMaxTokens : 0;
+  const Bf16RowKernels* k = dtype == at::kBFloat16 ? bf16_kernels() : nullptr;
+  return k ? k->attention_max_tokens : 0;
+}
+
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const at::Tensor& blocked, double scale, const at::Tensor& positions) {
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), hd = q.size(3);
   const int64_t K = k.size(1), S = k.size(2);
   const int64_t G = H / K;
   const bool f32 = cpu_f32_tensor(q);
-  const int64_t max_tokens = f32 ? kAttentionMaxTokens : cpu_bf16_tensor(q) ? bf16_kernels()->attention_max_tokens : 0;
+  const int64_t max_tokens = f32 || cpu_bf16_tensor(q) ? attention_kernel_tokens(q.scalar_type()) : 0;
   if (positions.defined() && T <= max_tokens && k.scalar_type() == q.scalar_type() &&
       v.scalar_type() == q.scalar_type() && k.stride(3) == 1 && v.stride(3) == 1 && hd <= 512 &&
       !(at::GradMode::is_enabled() && (k.requires_grad() || v.requires_grad()))) {

@@ -147,11 +147,14 @@ at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope);
 // Returns [B, T, H*hd] (heads concatenated in head order), contiguous.
 // positions: optional [B, T] int64 with blocked[b, t, s] == (s > positions[b, t]) (the KV-cache
 // case, KVCache::Append::positions). Given it, a CPU kernel path runs each query row (attend_rows)
-// over its visible keys only (T <= 16; any T in bf16 on the avx2 path, where ATen's bf16 matmul is
-// emulated), with the same roundings (no matmul call overhead, no [B, K, T*G, S] temporaries). On an accelerator with
+// over its visible keys only (T <= attention_kernel_tokens(q's dtype)), with the same roundings (no
+// matmul call overhead, no [B, K, T*G, S] temporaries). On an accelerator with
 // LibTorch >= 2.1: at::scaled_dot_product_attention (EARS_EAGER_ATTENTION=1: this eager path).
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const at::Tensor& blocked, double scale, const at::Tensor& positions = at::Tensor());
+// The most query tokens attention() gives the kernels on the path in effect: 16 in float32 and on
+// amx (longer prefills take ATen: oneDNN's AMX tiles), any in bf16 on avx512bf16 and avx2; 0 on aten.
+int64_t attention_kernel_tokens(c10::ScalarType dtype);
 
 // The two ATen paths attention() dispatches to (also called directly by the tests): eager
 // (matmul, fp32 softmax; HF eager's roundings) and, LibTorch >= 2.1, the fused

@@ -360,10 +360,12 @@ TEST_P(CpuKernels, AttentionRowsSharingAKvHeadMatchEachRowAlone) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(15);
   // 12 tokens x 3 query heads = 36 rows per KV head: past cpu_avx2's widening threshold (32);
   // below it, groups of 2, 3, 4 and 5 = 3 + 2 heads, hd with and without a partial 8-lane chunk.
+  // T 20: a prefill, on the paths whose kernels take one (attention_kernel_tokens).
   for (const SharedKvShape shape : {SharedKvShape{12, 6, 76}, SharedKvShape{2, 4, 64}, SharedKvShape{3, 6, 36},
-                                    SharedKvShape{2, 8, 76}, SharedKvShape{1, 10, 44}}) {
+                                    SharedKvShape{2, 8, 76}, SharedKvShape{1, 10, 44}, SharedKvShape{20, 4, 64}}) {
     for (const auto dtype : {at::kBFloat16, at::kFloat}) {
-      const int64_t B = 2, T = shape.T, H = shape.H, K = 2, G = H / K, S = 29, hd = shape.hd;
+      if (shape.T > ears::layers::attention_kernel_tokens(dtype)) continue;
+      const int64_t B = 2, T = shape.T, H = shape.H, K = 2, G = H / K, S = std::max<int64_t>(29, 17 + T), hd = shape.hd;
       SCOPED_TRACE(::testing::Message() << "T " << T << " G " << G << " hd " << hd);
       const at::Tensor q = at::randn({B, T, H, hd}, gen, at::kFloat).to(dtype);
       const at::Tensor k = at::randn({B, K, S, hd}, gen, at::kFloat).to(dtype);
