@@ -161,23 +161,25 @@ EARS_AVX2 inline void hsum_many(const __m256* v, float* out) {
 // panels from L1 before the stream moves on (one panel at a time over all of K re-read x from L2
 // once per panel: 6 rows streamed 15 % slower in a standalone loop of the kernel's step).
 // Prefetch (Intel Xeon masked to avx2, 2 threads, 1 GB): 1-2 rows keep pace with one line 8 KiB
-// ahead into L2; 3-6 rows, whose arithmetic takes longer per line, with the line kNearBytes ahead
+// ahead into L2 over a streamed weight; over one that stays in cache (kernels::kResidentWeightBytes,
+// two panels at once) they prefetch nothing: the bundled target's decode 5-12 % faster without (an
+// Intel Xeon without AMX masked to avx2, alternated in one process; docs/performance-log.md, fortieth
+// session). 3-6 rows, whose arithmetic takes longer per line, with the line kNearBytes ahead
 // into L1 and, where prefetcht1 stops at L2, the line kFarBytes ahead into L2 (tile_asm below).
 constexpr int64_t kPrefetchBytes = 8192;
 constexpr int64_t kNearBytes = 2048;
 constexpr int64_t kFarBytes = 10240;
-// 1 or 2 rows over a weight of at most this many bytes take two panels at once.
-constexpr int64_t kTwoPanelBytes = int64_t{1} << 20;
 
 // 1-2 rows: one step over NP panels (ps elements apart): 2 NP weight vectors + 1 broadcast + MB *
-// 2 NP accumulators; one prefetch per line kPrefetchBytes on into L2. Row m's k pair at xp + m * ldx.
-template <int MB, int NP>
+// 2 NP accumulators; with Prefetch one prefetch per line kPrefetchBytes on into L2. Row m's k pair
+// at xp + m * ldx.
+template <int MB, int NP, bool Prefetch>
 EARS_AVX2 __attribute__((always_inline)) inline void step_bf16(__m256 (&acc)[MB][2 * NP], const uint16_t* line,
                                                                int64_t ps, const float* xp, int64_t ldx) {
   const __m256i zero = _mm256_setzero_si256();
   __m256i v[2 * NP];
   for (int h = 0; h < NP; ++h) {
-    _mm_prefetch(reinterpret_cast<const char*>(line + h * ps) + kPrefetchBytes, _MM_HINT_T1);
+    if (Prefetch) _mm_prefetch(reinterpret_cast<const char*>(line + h * ps) + kPrefetchBytes, _MM_HINT_T1);
     v[2 * h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(line + h * ps));
     v[2 * h + 1] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(line + h * ps + 16));
   }
@@ -195,7 +197,7 @@ EARS_AVX2 __attribute__((always_inline)) inline void step_bf16(__m256 (&acc)[MB]
 
 // 1-2 rows (x from xc, row stride ldx), `chunks` chunks of NP panels (w, w + ps) onto acc (panel h's
 // at acc + h * as; the first k block starts from zero instead).
-template <int MB, int NP>
+template <int MB, int NP, bool Prefetch>
 EARS_AVX2 void panel_bf16(const float* xc, int64_t ldx, const uint16_t* w, int64_t ps, int64_t chunks, bool first,
                           float* acc, int64_t as) {
   __m256 a[MB][2 * NP];
@@ -203,7 +205,7 @@ EARS_AVX2 void panel_bf16(const float* xc, int64_t ldx, const uint16_t* w, int64
     for (int j = 0; j < 2 * NP; ++j)
       a[m][j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + j / 2 * as + m * 16 + j % 2 * 8);
   for (int64_t c = 0; c < chunks; ++c)
-    for (int p = 0; p < 16; ++p) step_bf16<MB, NP>(a, w + c * 512 + p * 32, ps, xc + c * 32 + 2 * p, ldx);
+    for (int p = 0; p < 16; ++p) step_bf16<MB, NP, Prefetch>(a, w + c * 512 + p * 32, ps, xc + c * 32 + 2 * p, ldx);
   for (int m = 0; m < MB; ++m)
     for (int j = 0; j < 2 * NP; ++j) _mm256_storeu_ps(acc + j / 2 * as + m * 16 + j % 2 * 8, a[m][j]);
 }
@@ -362,8 +364,8 @@ EARS_AVX2 void tile_asm(const float* xc, int64_t ldx, const uint16_t* w, int64_t
 EARS_AVX2 void tile_bf16(int rows, const float* xc, int64_t ldx, const uint16_t* w, int64_t chunks, FarLines far,
                          bool first, float* acc) {
   switch (rows) {
-    case 1: panel_bf16<1, 1>(xc, ldx, w, 0, chunks, first, acc, 0); break;
-    case 2: panel_bf16<2, 1>(xc, ldx, w, 0, chunks, first, acc, 0); break;
+    case 1: panel_bf16<1, 1, true>(xc, ldx, w, 0, chunks, first, acc, 0); break;
+    case 2: panel_bf16<2, 1, true>(xc, ldx, w, 0, chunks, first, acc, 0); break;
     case 3: tile_asm<3>(xc, ldx, w, chunks, far, first, acc); break;
     case 4: tile_asm<4>(xc, ldx, w, chunks, far, first, acc); break;
     case 5: tile_asm<5>(xc, ldx, w, chunks, far, first, acc); break;
@@ -466,10 +468,10 @@ EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16
     for (; k < K; k += 8) _mm256_storeu_ps(row + k, K - k >= 8 ? load8(xr + k) : load8_tail(xr + k, K - k));
     for (; k < Kp; ++k) row[k] = 0.0f;
   }
-  // 1 or 2 rows over a weight that stays in L2 across calls (the bundled models, the draft head):
+  // 1 or 2 rows over a weight that stays in cache across calls (kernels::kResidentWeightBytes):
   // two panels at once, for 4 or 8 FMA chains (one panel's 2 chains of FMA latency set the pace
-  // there: 1 row, a 2 MiB weight in L2, 2 x slower). Streamed, one panel at a time.
-  const int np_step = M <= 2 && panel_bf16_elems(N, K) * 2 <= kTwoPanelBytes ? 2 : 1;
+  // there: 1 row, a 2 MiB weight in L2, 2 x slower), and no prefetch. Streamed, one panel at a time.
+  const int np_step = M <= 2 && panel_bf16_elems(N, K) * 2 <= kernels::kResidentWeightBytes ? 2 : 1;
   constexpr int64_t kPanels = kPanelGroupRows / 16;
   // Partial sums of panel q of the group, tile t, at acc[(q * tiles.n + t) * 96] (6 rows x 16).
   thread_local std::vector<float> acc;
@@ -485,9 +487,9 @@ EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16
         if (np_step == 2) {
           float* a = acc.data() + q * 96;
           if (M == 1) {
-            panel_bf16<1, 2>(xf.data() + k0, Kp, block + q * ps, ps, chunks, first, a, 96);
+            panel_bf16<1, 2, false>(xf.data() + k0, Kp, block + q * ps, ps, chunks, first, a, 96);
           } else {
-            panel_bf16<2, 2>(xf.data() + k0, Kp, block + q * ps, ps, chunks, first, a, 96);
+            panel_bf16<2, 2, false>(xf.data() + k0, Kp, block + q * ps, ps, chunks, first, a, 96);
           }
         } else {
           for (int64_t t = 0, m0 = 0; t < tiles.n; m0 += tiles.rows(t), ++t)

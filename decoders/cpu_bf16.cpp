@@ -639,19 +639,25 @@ EARS_AVX512_BF16 void vnni_block(const uint16_t* x, int64_t ldx, const uint16_t*
   }
 }
 // Decode (one row): two consecutive 32-row blocks at once, 4 independent vdpbf16ps chains (one
-// block's 2 chains are latency-bound), each stream prefetched 16 KiB ahead into L2, four lines per
-// step rather than a chunk's 64 at its start: with the burst the 100M model's linears streamed
-// 1.12-1.15x slower than cpu_avx2's kernel over the same bytes, spread 1.00-1.08x (Zen 4, 2
-// threads, alternated in one process). Each output sees the same sequence as in vnni_block.
+// block's 2 chains are latency-bound). A streamed weight (Prefetch): each stream prefetched 16 KiB
+// ahead into L2, four lines per step rather than a chunk's 64 at its start: with the burst the 100M
+// model's linears streamed 1.12-1.15x slower than cpu_avx2's kernel over the same bytes, spread
+// 1.00-1.08x (Zen 4, 2 threads, alternated in one process); without, its decode 8-11 % slower
+// (Intel Xeon without AMX). A weight that stays in cache (kernels::kResidentWeightBytes): none —
+// there the prefetches, one per line read, cost more than they fetch: the bundled target's decode
+// 5-8 % and the draft head's chain step 14-16 % faster without (same Xeon, alternated in one
+// process; docs/performance-log.md, fortieth session). Each output sees vnni_block's sequence.
+template <bool Prefetch>
 EARS_AVX512_BF16 void vnni_row_2blocks(const uint16_t* x, const uint16_t* wb, int64_t kchunks, float* out) {
   __m512 acc[2][2];
   for (int b = 0; b < 2; ++b) acc[b][0] = acc[b][1] = _mm512_setzero_ps();
   const int64_t block = kchunks * 1024;
   for (int64_t kc = 0; kc < kchunks; ++kc) {
     for (int p = 0; p < 16; ++p) {
-      for (int l = 4 * p; l < 4 * p + 4; ++l)  // line l of the two blocks' 64 in chunk kc + 8
-        _mm_prefetch(reinterpret_cast<const char*>(wb + (l >> 5) * block + (kc + 8) * 1024 + (l & 31) * 32),
-                     _MM_HINT_T1);
+      if (Prefetch)
+        for (int l = 4 * p; l < 4 * p + 4; ++l)  // line l of the two blocks' 64 in chunk kc + 8
+          _mm_prefetch(reinterpret_cast<const char*>(wb + (l >> 5) * block + (kc + 8) * 1024 + (l & 31) * 32),
+                       _MM_HINT_T1);
       int32_t pair;
       std::memcpy(&pair, x + kc * 32 + 2 * p, sizeof pair);
       const __m512bh xb = (__m512bh)_mm512_set1_epi32(pair);
@@ -681,10 +687,17 @@ EARS_AVX512_BF16 void vnni_gemm(const uint16_t* x, int64_t ldx, int64_t M, const
     ldx = Kp;
   }
   alignas(64) float c[8 * 32];
+  // Several rows prefetch whatever the weight (a resident one's 6-row verify and 5-row head refresh
+  // were 6-18 % slower without); one row only a streamed weight (vnni_row_2blocks).
+  const bool prefetch = M > 1 || amx_packed_elems(N, K) * 2 > kernels::kResidentWeightBytes;
   int64_t nb = nb0;
   if (M == 1)  // in a model's forward (2 threads, Zen 4, 100M decode) 10.2 vs 12.4 ms with one block
     for (; nb + 2 <= nb1; nb += 2) {
-      vnni_row_2blocks(x, packed + nb * kchunks * 1024, kchunks, c);
+      const uint16_t* wb = packed + nb * kchunks * 1024;
+      if (prefetch)
+        vnni_row_2blocks<true>(x, wb, kchunks, c);
+      else
+        vnni_row_2blocks<false>(x, wb, kchunks, c);
       for (int b = 0; b < 2; ++b)
         store_rows(c + b * 32, 1, (nb + b) * 32, std::min<int64_t>(32, N - (nb + b) * 32), bias, y, ldy);
     }
@@ -693,15 +706,16 @@ EARS_AVX512_BF16 void vnni_gemm(const uint16_t* x, int64_t ldx, int64_t M, const
     for (int64_t m0 = 0; m0 < M; m0 += 8) {
       const uint16_t* xm = x + m0 * ldx;
       const int rows = static_cast<int>(std::min<int64_t>(8, M - m0));
+      const bool pf = prefetch && m0 == 0;  // the first row block brings the weight block in
       switch (rows) {
-        case 1: vnni_block<1>(xm, ldx, wb, kchunks, m0 == 0, c); break;
-        case 2: vnni_block<2>(xm, ldx, wb, kchunks, m0 == 0, c); break;
-        case 3: vnni_block<3>(xm, ldx, wb, kchunks, m0 == 0, c); break;
-        case 4: vnni_block<4>(xm, ldx, wb, kchunks, m0 == 0, c); break;
-        case 5: vnni_block<5>(xm, ldx, wb, kchunks, m0 == 0, c); break;
-        case 6: vnni_block<6>(xm, ldx, wb, kchunks, m0 == 0, c); break;
-        case 7: vnni_block<7>(xm, ldx, wb, kchunks, m0 == 0, c); break;
-        default: vnni_block<8>(xm, ldx, wb, kchunks, m0 == 0, c); break;
+        case 1: vnni_block<1>(xm, ldx, wb, kchunks, pf, c); break;
+        case 2: vnni_block<2>(xm, ldx, wb, kchunks, pf, c); break;
+        case 3: vnni_block<3>(xm, ldx, wb, kchunks, pf, c); break;
+        case 4: vnni_block<4>(xm, ldx, wb, kchunks, pf, c); break;
+        case 5: vnni_block<5>(xm, ldx, wb, kchunks, pf, c); break;
+        case 6: vnni_block<6>(xm, ldx, wb, kchunks, pf, c); break;
+        case 7: vnni_block<7>(xm, ldx, wb, kchunks, pf, c); break;
+        default: vnni_block<8>(xm, ldx, wb, kchunks, pf, c); break;
       }
       store_rows(c, rows, nb * 32, std::min<int64_t>(32, N - nb * 32), bias, y + m0 * ldy, ldy);
     }
