@@ -643,7 +643,10 @@ EARS_AVX512_BF16 void vnni_block(const uint16_t* x, int64_t ldx, const uint16_t*
 // ahead into L2, four lines per step rather than a chunk's 64 at its start: with the burst the 100M
 // model's linears streamed 1.12-1.15x slower than cpu_avx2's kernel over the same bytes, spread
 // 1.00-1.08x (Zen 4, 2 threads, alternated in one process); without, its decode 8-11 % slower
-// (Intel Xeon without AMX). A weight that stays in cache (kernels::kResidentWeightBytes): none —
+// (Intel Xeon without AMX). Near a pair's end the lines ahead are the next pair's: prefetching past
+// the block instead (block 0's stream into block 1, read already; block 3's first 16 KiB never asked
+// for) left the 100M decode 6-21 % slower (Zen 4, four rounds alternated; docs/performance-log.md,
+// forty-first session). A weight that stays in cache (kernels::kResidentWeightBytes): none —
 // there the prefetches, one per line read, cost more than they fetch: the bundled target's decode
 // 5-8 % and the draft head's chain step 14-16 % faster without (same Xeon, alternated in one
 // process; docs/performance-log.md, fortieth session). Each output sees vnni_block's sequence.
@@ -653,11 +656,14 @@ EARS_AVX512_BF16 void vnni_row_2blocks(const uint16_t* x, const uint16_t* wb, in
   for (int b = 0; b < 2; ++b) acc[b][0] = acc[b][1] = _mm512_setzero_ps();
   const int64_t block = kchunks * 1024;
   for (int64_t kc = 0; kc < kchunks; ++kc) {
+    // Chunk kc + 8 of each stream, in the next pair of blocks once past this pair's end (the pairs
+    // are consecutive in memory: block b's stream goes on at block b + 2).
+    const int64_t a = kc + 8;
+    const int64_t ahead = a / kchunks * 2 * block + a % kchunks * 1024;
     for (int p = 0; p < 16; ++p) {
       if (Prefetch)
-        for (int l = 4 * p; l < 4 * p + 4; ++l)  // line l of the two blocks' 64 in chunk kc + 8
-          _mm_prefetch(reinterpret_cast<const char*>(wb + (l >> 5) * block + (kc + 8) * 1024 + (l & 31) * 32),
-                       _MM_HINT_T1);
+        for (int l = 4 * p; l < 4 * p + 4; ++l)  // line l of the two blocks' 64 in chunk `ahead`
+          _mm_prefetch(reinterpret_cast<const char*>(wb + (l >> 5) * block + ahead + (l & 31) * 32), _MM_HINT_T1);
       int32_t pair;
       std::memcpy(&pair, x + kc * 32 + 2 * p, sizeof pair);
       const __m512bh xb = (__m512bh)_mm512_set1_epi32(pair);
