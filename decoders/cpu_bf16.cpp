@@ -662,7 +662,7 @@ EARS_AVX512_BF16 void vnni_row_2blocks(const uint16_t* x, const uint16_t* wb, in
     const int64_t ahead = a / kchunks * 2 * block + a % kchunks * 1024;
     for (int p = 0; p < 16; ++p) {
       if (Prefetch)
-        for (int l = 4 * p; l < 4 * p + 4; ++l)  // line l of the two blocks' 64 in chunk `ahead`
+        for (int l = 4 * p; l < 4 * p + 4; ++l)  // line l of the two blocks' 64, `ahead` on
           _mm_prefetch(reinterpret_cast<const char*>(wb + (l >> 5) * block + ahead + (l & 31) * 32), _MM_HINT_T1);
       int32_t pair;
       std::memcpy(&pair, x + kc * 32 + 2 * p, sizeof pair);
