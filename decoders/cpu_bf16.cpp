@@ -491,6 +491,51 @@ EARS_AVX512_BF16 void rope_rows(const uint16_t* x, int64_t outer, int64_t outer_
   }
 }
 
+namespace {
+// e^x for x <= 88: cpu_avx2's exp_ps (degree-7 Taylor, 2^n built in the exponent bits, x < -87 ->
+// 0) on 16 lanes, its operations in its order, so the same bits (this file's exp_ps scales by
+// vscalefps instead, which rounds apart from it below e^-87).
+EARS_AVX512_BF16 inline __m512 exp_ps_avx2_bits(__m512 x) {
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+  __m512 p = _mm512_set1_ps(1.f / 5040);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 720));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
+  const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_LT_OQ);
+  const __m512i e = _mm512_slli_epi32(
+      _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_max_ps(n, _mm512_set1_ps(-126.f))), _mm512_set1_epi32(127)), 23);
+  return _mm512_maskz_mul_ps(static_cast<__mmask16>(~tiny), p, _mm512_castsi512_ps(e));
+}
+
+// 16 lanes of swiglu_rows: a = bf16(bf16(silu(g)) * u) under mask m.
+EARS_AVX512_BF16 inline void swiglu16(const uint16_t* g, const uint16_t* u, uint16_t* a, __mmask16 m) {
+  const __m512 x = load16_f32(g, m);
+  const __m512 e = exp_ps_avx2_bits(_mm512_min_ps(_mm512_sub_ps(_mm512_setzero_ps(), x), _mm512_set1_ps(88.0f)));
+  const __m512 silu = round_bf16_rne(_mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e)));
+  // bf16 of silu * up, nearest even (NaN -> 0x7fc0, as cpu_avx2's store): the upper halves.
+  const __m512 y = round_bf16_rne(_mm512_mul_ps(silu, load16_f32(u, m)));
+  _mm256_mask_storeu_epi16(a, m, _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(y), 16)));
+}
+}  // namespace
+
+EARS_AVX512_BF16 void swiglu_rows(const uint16_t* gate_up, int64_t rows, int64_t I, uint16_t* act) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* g = gate_up + r * 2 * I;
+    const uint16_t* u = g + I;
+    uint16_t* a = act + r * I;
+    int64_t i = 0;
+    for (; i + 16 <= I; i += 16) swiglu16(g + i, u + i, a + i, 0xffff);
+    if (i < I) swiglu16(g + i, u + i, a + i, static_cast<__mmask16>((1u << (I - i)) - 1));
+  }
+}
+
 // ---- AMX ----
 
 int64_t amx_packed_elems(int64_t N, int64_t K) { return (N + 31) / 32 * 32 * ((K + 31) / 32 * 32); }
@@ -732,6 +777,7 @@ EARS_AVX512_BF16 void vnni_gemm(const uint16_t* x, int64_t ldx, int64_t M, const
 
 void rms_norm_rows(const uint16_t*, int64_t, int64_t, int64_t, int64_t, const uint16_t*, bool, float, uint16_t*) {}
 void rope_rows(const uint16_t*, int64_t, int64_t, int64_t, int64_t, const uint16_t*, const uint16_t*, uint16_t*) {}
+void swiglu_rows(const uint16_t*, int64_t, int64_t, uint16_t*) {}
 int64_t amx_packed_elems(int64_t N, int64_t K) { return (N + 31) / 32 * 32 * ((K + 31) / 32 * 32); }
 void amx_pack(const uint16_t*, int64_t, int64_t, uint16_t*) {}
 void amx_unpack(const uint16_t*, int64_t, int64_t, uint16_t*) {}

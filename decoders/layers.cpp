@@ -76,6 +76,7 @@ struct Bf16RowKernels {
   decltype(&cpu_bf16::rms_norm_rows) rms_norm_rows;
   decltype(&cpu_bf16::rope_rows) rope_rows;
   decltype(&cpu_bf16::attend_rows) attend_rows;     // the rows sharing one KV head
+  decltype(&cpu_bf16::swiglu_rows) swiglu_rows;     // the same bits on every path
   PackedLayout layout;                             // the layout this path's linear reads:
   decltype(&cpu_bf16::amx_packed_elems) packed_elems;  // its size,
   decltype(&cpu_bf16::amx_pack) pack;                  // the packing at load,
@@ -86,11 +87,13 @@ struct Bf16RowKernels {
 const Bf16RowKernels* bf16_kernels() {
   constexpr PackedLayout tiles = PackedLayout::bf16_amx_tiles;
   static const Bf16RowKernels amx{cpu_bf16::rms_norm_rows, cpu_bf16::rope_rows,
-                                  cpu_bf16::attend_rows,   tiles,                       cpu_bf16::amx_packed_elems,
+                                  cpu_bf16::attend_rows,   cpu_bf16::swiglu_rows,
+                                  tiles,                   cpu_bf16::amx_packed_elems,
                                   cpu_bf16::amx_pack,      cpu_bf16::amx_gemm,          32,
                                   kAttentionMaxTokens};
   static const Bf16RowKernels vnni{cpu_bf16::rms_norm_rows, cpu_bf16::rope_rows,
-                                   cpu_bf16::attend_rows,   tiles,                       cpu_bf16::amx_packed_elems,
+                                   cpu_bf16::attend_rows,   cpu_bf16::swiglu_rows,
+                                   tiles,                   cpu_bf16::amx_packed_elems,
                                    cpu_bf16::amx_pack,      cpu_bf16::vnni_gemm,         32,
                                    std::numeric_limits<int64_t>::max()};
   // Without AMX, attention takes the kernel at any length: on avx512bf16 ATen's eager attention
@@ -98,7 +101,7 @@ const Bf16RowKernels* bf16_kernels() {
   // kernel 6.7 (attention 3.45 -> 0.43 ms; Intel Xeon without AMX, docs/performance-log.md, 11-29);
   // on avx2 ATen's bf16 matmul is emulated.
   static const Bf16RowKernels avx2{cpu_avx2::rms_norm_rows,       cpu_avx2::rope_rows,
-                                   cpu_avx2::attend_rows,
+                                   cpu_avx2::attend_rows,         cpu_avx2::swiglu_rows,
                                    PackedLayout::bf16_panels,     cpu_avx2::panel_bf16_elems,
                                    cpu_avx2::panel_bf16_pack,     cpu_avx2::gemm_bf16,
                                    cpu_avx2::kPanelGroupRows,     std::numeric_limits<int64_t>::max()};
@@ -243,14 +246,22 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bi
 }
 
 namespace {
+// The SwiGLU kernel of the path in effect: bf16 on cpu_bf16's (amx, avx512bf16) or cpu_avx2's, which
+// give the same bits; float32 on cpu_avx2's everywhere.
+void swiglu_kernel(const uint16_t* gate_up, int64_t rows, int64_t I, uint16_t* act) {
+  bf16_kernels()->swiglu_rows(gate_up, rows, I, act);
+}
+void swiglu_kernel(const float* gate_up, int64_t rows, int64_t I, float* act) {
+  cpu_avx2::swiglu_rows(gate_up, rows, I, act);
+}
 // silu(gate) * up over `rows` rows of [gate | up] (2 * I elements) into rows of I, split like
-// the other element-wise rows: cpu_avx2::swiglu_rows, the kernel silu_mlp's raw path takes too.
+// the other element-wise rows: the kernel silu_mlp's raw path and swiglu_rows take too.
 template <class E>
 void swiglu_into(const E* gate_up, int64_t rows, int64_t I, E* act) {
-  for_rows(rows, 2 * I, [=](int64_t r0, int64_t r1) { swiglu_rows(gate_up + r0 * 2 * I, r1 - r0, I, act + r0 * I); });
+  for_rows(rows, 2 * I, [=](int64_t r0, int64_t r1) { swiglu_kernel(gate_up + r0 * 2 * I, r1 - r0, I, act + r0 * I); });
 }
 
-// silu(gate) * up. On a CPU kernel path one pass of cpu_avx2::swiglu_rows (LibTorch's bf16 silu
+// silu(gate) * up. On a CPU kernel path one pass of the SwiGLU kernel (LibTorch's bf16 silu
 // and mul are two single-threaded passes: 1.2 ms of a 16-sequence decode step of the 100M model).
 at::Tensor swiglu(const at::Tensor& gate_up) {
   const int64_t inter = gate_up.size(-1) / 2;
@@ -458,11 +469,9 @@ void rope_rows(const float* x, int64_t tokens, int64_t x_stride, int64_t n_heads
 }
 
 void swiglu_rows(const uint16_t* gate_up, int64_t rows, int64_t I, uint16_t* act) {
-  cpu_avx2::swiglu_rows(gate_up, rows, I, act);
+  swiglu_into(gate_up, rows, I, act);
 }
-void swiglu_rows(const float* gate_up, int64_t rows, int64_t I, float* act) {
-  cpu_avx2::swiglu_rows(gate_up, rows, I, act);
-}
+void swiglu_rows(const float* gate_up, int64_t rows, int64_t I, float* act) { swiglu_into(gate_up, rows, I, act); }
 void add_rows(const uint16_t* x, int64_t n, uint16_t* y) { cpu_avx2::add_into(x, n, y); }
 void add_rows(const float* x, int64_t n, float* y) { cpu_avx2::add_into(x, n, y); }
 

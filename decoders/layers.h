@@ -80,8 +80,9 @@ void rope_rows(const uint16_t* x, int64_t tokens, int64_t x_stride, int64_t n_he
                const uint16_t* sin, uint16_t* y);
 void rope_rows(const float* x, int64_t tokens, int64_t x_stride, int64_t n_heads, int64_t hd, const float* cos,
                const float* sin, float* y);
-// act [rows, I] = silu(gate) * up of gate_up rows [gate (I) | up (I)], rounded per op
-// (cpu_avx2::swiglu_rows: the same kernel swiglu() takes on a CPU kernel path).
+// act [rows, I] = silu(gate) * up of gate_up rows [gate (I) | up (I)], rounded per op (cpu_bf16's or
+// cpu_avx2's swiglu_rows, the same bits: the kernel swiglu() takes on a CPU kernel path), the rows
+// split over the kernels' threads as there.
 void swiglu_rows(const uint16_t* gate_up, int64_t rows, int64_t I, uint16_t* act);
 void swiglu_rows(const float* gate_up, int64_t rows, int64_t I, float* act);
 // y[i] = E(y[i] + x[i]) for i < n (cpu_avx2::add_into: the kernel residual_add_ below takes).

@@ -25,9 +25,12 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <random>
 #include <utility>
+#include <vector>
 
 #include "decoders/aten_operators.h"
+#include "decoders/cpu_avx2.h"
 #include "decoders/cpu_bf16.h"
 #include "decoders/kernel_path.h"
 #include "decoders/layers.h"
@@ -444,6 +447,27 @@ TEST_P(CpuKernels, SwigluRowsMatchTheFormula) {
     EXPECT_TRUE((act.to(at::kDouble) - ref).abs().le(ref.abs() * 1e-6 + 1e-35).all().item<bool>())
         << "max |diff| " << (act.to(at::kDouble) - ref).abs().max().item<double>();
   }
+}
+
+// cpu_bf16's SwiGLU (the amx and avx512bf16 paths) is cpu_avx2's on 16 lanes: the same bits for
+// every input, so no output depends on which of the two a path takes. Every bf16 gate value
+// (NaN, infinities and denormals among them) against up values of every magnitude, I with a tail.
+TEST(SwigluKernels, Avx512BitsAreTheAvx2Bits) {
+  EARS_SKIP_UNSUPPORTED_PATH(ears::kernels::Path::avx512bf16);
+  const int64_t I = 65536 + 5;
+  std::vector<uint16_t> gate_up(static_cast<size_t>(2 * I));
+  std::mt19937 rng(23);
+  for (int64_t i = 0; i < I; ++i) {
+    gate_up[static_cast<size_t>(i)] = static_cast<uint16_t>(i);
+    gate_up[static_cast<size_t>(I + i)] = static_cast<uint16_t>(rng());
+  }
+  std::vector<uint16_t> avx512(static_cast<size_t>(I)), avx2(static_cast<size_t>(I));
+  ears::cpu_bf16::swiglu_rows(gate_up.data(), 1, I, avx512.data());
+  ears::cpu_avx2::swiglu_rows(gate_up.data(), 1, I, avx2.data());
+  int64_t differ = 0, first = -1;
+  for (int64_t i = 0; i < I; ++i)
+    if (avx512[static_cast<size_t>(i)] != avx2[static_cast<size_t>(i)] && differ++ == 0) first = i;
+  EXPECT_EQ(differ, 0) << "first at gate bits 0x" << std::hex << first;
 }
 
 // float32 activations (the float32 compute dtype): RMSNorm, RoPE and attention kernels against
