@@ -10,7 +10,11 @@
 #include <ATen/ops/searchsorted.h>
 #include <ATen/ops/zeros_like.h>
 
+#include <algorithm>
 #include <cmath>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
 
 #include "decoders/aten_operators.h"
 #include "decoders/bf16_bits.h"
@@ -80,17 +84,84 @@ ProcessedProbs process_logits(const at::Tensor& logits, const SamplingParams& pa
 }
 
 namespace {
+// The first maximum of row[0, V) (the first NaN, if any) and its value: the scalar definition.
+template <class E, class Widen>
+int64_t argmax_scalar(const E* row, int64_t V, Widen widen, float& best_v) {
+  int64_t best = 0;
+  best_v = widen(row[0]);
+  for (int64_t v = 1; v < V && !std::isnan(best_v); ++v) {
+    const float x = widen(row[v]);
+    if (x > best_v || std::isnan(x)) best = v, best_v = x;
+  }
+  return best;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define EARS_ARGMAX_AVX2 1
+// 8 logits from p as fp32 (bf16: widened exactly).
+__attribute__((target("avx2"))) inline __m256 load8_logits(const float* p) { return _mm256_loadu_ps(p); }
+__attribute__((target("avx2"))) inline __m256 load8_logits(const uint16_t* p) {
+  const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+// argmax_scalar's answer in two passes of 8 lanes: the maximum (and whether a NaN occurs), then the
+// first element equal to it (or the first NaN). Comparisons only, so exactly the scalar loop's.
+// (The scalar loop took ~2.1 us a row of 2048 bf16 logits on an AMD Zen 4: 11 rows a speculative step.)
+template <class E, class Widen>
+__attribute__((target("avx2"))) int64_t argmax_avx2(const E* row, int64_t V, Widen widen, float& best_v) {
+  const int64_t V8 = V / 8 * 8;
+  if (V8 == 0) return argmax_scalar(row, V, widen, best_v);
+  __m256 vmax = load8_logits(row), nan = _mm256_cmp_ps(vmax, vmax, _CMP_UNORD_Q);
+  for (int64_t v = 8; v < V8; v += 8) {
+    const __m256 x = load8_logits(row + v);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    vmax = _mm256_max_ps(vmax, x);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, vmax);
+  float m = lanes[0];
+  for (int i = 1; i < 8; ++i) m = std::max(m, lanes[i]);
+  bool any_nan = _mm256_movemask_ps(nan) != 0;
+  for (int64_t v = V8; v < V; ++v) {
+    const float x = widen(row[v]);
+    any_nan = any_nan || std::isnan(x);
+    m = std::max(m, x);
+  }
+  // The first element that is the maximum (== m), or NaN when one occurs.
+  const __m256 target = _mm256_set1_ps(m);
+  for (int64_t v = 0; v < V8; v += 8) {
+    const __m256 x = load8_logits(row + v);
+    const __m256 is = any_nan ? _mm256_cmp_ps(x, x, _CMP_UNORD_Q) : _mm256_cmp_ps(x, target, _CMP_EQ_OQ);
+    const int hit = _mm256_movemask_ps(is);
+    if (hit != 0) {
+      const int64_t at = v + __builtin_ctz(static_cast<unsigned>(hit));
+      best_v = widen(row[at]);
+      return at;
+    }
+  }
+  for (int64_t v = V8; v < V; ++v) {
+    const float x = widen(row[v]);
+    if (any_nan ? std::isnan(x) : x == m) {
+      best_v = x;
+      return v;
+    }
+  }
+  return argmax_scalar(row, V, widen, best_v);  // unreachable: m is one of the row's values
+}
+#endif
+
 template <class E, class Widen>
 void argmax_rows(const E* base, int64_t N, int64_t V, Widen widen, HostArgmax& out) {
+#ifdef EARS_ARGMAX_AVX2
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+#endif
   for (int64_t n = 0; n < N; ++n) {
-    const E* row = base + n * V;
-    int64_t best = 0;
-    float best_v = widen(row[0]);
-    for (int64_t v = 1; v < V && !std::isnan(best_v); ++v) {
-      const float x = widen(row[v]);
-      if (x > best_v || std::isnan(x)) best = v, best_v = x;
-    }
-    out.ids[n] = best;
+    float best_v = 0;
+#ifdef EARS_ARGMAX_AVX2
+    out.ids[n] = avx2 ? argmax_avx2(base + n * V, V, widen, best_v) : argmax_scalar(base + n * V, V, widen, best_v);
+#else
+    out.ids[n] = argmax_scalar(base + n * V, V, widen, best_v);
+#endif
     out.finite[n] = std::isfinite(best_v);
   }
 }

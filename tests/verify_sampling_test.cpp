@@ -184,6 +184,35 @@ TEST(HostArgmax, IsTorchArgmaxAndFlagsTheRowsProcessLogitsCallsNonFinite) {
   EXPECT_THROW(ears::host_argmax(l.view({-1})), ears::Error);
 }
 
+// The same over rows as wide as a real vocabulary part (the 8-lane passes and a 3-element tail),
+// with the maximum, NaNs, infinities and signed zeros planted in the lanes and in the tail, and
+// rows shorter than one pass.
+TEST(HostArgmax, IsTorchArgmaxOnWideRowsWithThePlantsAnywhere) {
+  auto g = gen(22);
+  const int64_t V = 2048 + 3;
+  at::Tensor l = (at::randn({12, V}, g) * 3).round_() - 20;  // ties; every value below the plants
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  l[0][V - 1] = 50;                         // the maximum in the tail
+  l[1][1000] = 50, l[1][1001] = 50;         // tied in one pass: the first
+  l[2][7] = 50, l[2][V - 2] = 50;           // tied across lanes and tail
+  l[3][V - 1] = nan, l[3][9] = 50;          // a NaN in the tail beats any maximum
+  l[4][1500] = nan, l[4][V - 3] = nan;      // the first NaN
+  l[5][600] = inf, l[5][601] = inf;         // +inf: the first
+  l[6].fill_(-inf);                         // all -inf: id 0
+  l[7].fill_(-1), l[7][300] = -0.0f, l[7][200] = 0.0f, l[7][100] = -0.0f;  // +0 == -0: the first zero
+  l[8].fill_(-1), l[8][V - 1] = 0.0f, l[8][V - 2] = -0.0f;
+  for (auto dtype : {at::kFloat, at::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    for (int64_t width : {V, int64_t{7}, int64_t{8}, int64_t{9}}) {
+      const at::Tensor x = l.narrow(1, 0, width).to(dtype).contiguous();
+      const ears::HostArgmax h = ears::host_argmax(x);
+      EXPECT_EQ(h.ids, to_lvec(x.argmax(1))) << "width " << width;
+      const at::Tensor finite = at::isfinite(std::get<0>(x.to(at::kFloat).max(1)));
+      EXPECT_EQ(std::vector<int64_t>(h.finite.begin(), h.finite.end()), to_lvec(finite)) << "width " << width;
+    }
+  }
+}
+
 TEST(ProcessLogits, MaxProbEqualsMaxOfProbsForRandomInputs) {
   auto g = gen(11);
   at::Tensor l = at::randn({3, 7, 300}, g) * 3;
