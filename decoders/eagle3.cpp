@@ -18,6 +18,7 @@
 #include "decoders/aten_operators.h"
 #include "decoders/layers.h"
 #include "decoders/safetensors.h"
+#include "decoders/sampling.h"
 #include "harness/base/files.h"
 #include "harness/base/json.h"
 #include "harness/base/error.h"
@@ -47,6 +48,7 @@ Eagle3Head Eagle3Head::load(const std::filesystem::path& dir, const CausalLM& ta
          "another target",
          config_path.string(), target_hidden, tc.hidden_size, target.dir().string());
   head.target_vocab_ = tc.vocab_size;
+  head.target_hidden_ = tc.hidden_size;
   head.device_ = target.device();
   head.dtype_ = target.dtype();
 
@@ -201,6 +203,9 @@ class Eagle3Drafter final : public Drafter {
   Proposal propose(int gamma, const SamplingParams& sampling, bool greedy, const at::Tensor& uniforms) override {
     const int64_t B = next_logits_.size(0);
     const at::Tensor& map = head_.draft_to_target();
+    if (greedy && map.device().is_cpu() && host_argmax_reads(next_logits_.device(), next_logits_.scalar_type()) &&
+        head_.host_step_ready({}, next_hidden_, 1, cache_))
+      return propose_greedy_host(gamma);
     // The chain's tokens as target ids; on the CPU kept on the host ([B, 1] fed to the next step).
     const bool host = map.device().is_cpu();
     std::vector<at::Tensor> tokens, probs;
@@ -243,8 +248,16 @@ class Eagle3Drafter final : public Drafter {
     // emitted tokens, up to the last row any sequence keeps (a causal layer: the rows before do not
     // depend on the rows after; rows past a sequence's accepted ones are cut off right after).
     const int64_t keep = *std::max_element(accepted.begin(), accepted.end()) + 1;
-    at::Tensor n = at::tensor(accepted, at::TensorOptions().dtype(at::kLong)).to(emitted.device()).view({B, 1});
-    step(emitted.narrow(1, 0, keep).clamp_min(0), at::cat(aux, -1).narrow(1, 0, keep), n);
+    if (emitted.device().is_cpu() && head_.host_step_ready(aux, at::Tensor(), keep, cache_)) {
+      const at::Tensor e = emitted.to(at::kLong).contiguous();
+      std::vector<int64_t> ids(static_cast<size_t>(B * keep));  // -1 past a sequence's tokens: read as 0
+      for (int64_t b = 0; b < B; ++b)
+        std::copy_n(e.data_ptr<int64_t>() + b * G1, keep, ids.begin() + b * keep);
+      keep_outputs(head_.forward_host(ids, keep, aux, at::Tensor(), accepted, cache_));
+    } else {
+      at::Tensor n = at::tensor(accepted, at::TensorOptions().dtype(at::kLong)).to(emitted.device()).view({B, 1});
+      step(emitted.narrow(1, 0, keep).clamp_min(0), at::cat(aux, -1).narrow(1, 0, keep), n);
+    }
     for (int64_t b = 0; b < B; ++b) base[b] += accepted[b] + 1;
     cache_.set_lengths(base);
   }
@@ -259,9 +272,34 @@ class Eagle3Drafter final : public Drafter {
  private:
   // Runs the head over target features; keeps the logits / pre-norm state at `row` per sequence.
   void step(const at::Tensor& tokens, const at::Tensor& features, const at::Tensor& row) {
-    Eagle3Head::Output o = head_.forward(tokens, features, /*from_target=*/true, cache_, row);
+    keep_outputs(head_.forward(tokens, features, /*from_target=*/true, cache_, row));
+  }
+  void keep_outputs(const Eagle3Head::Output& o) {
     next_logits_ = o.logits.select(1, 0);
     next_hidden_ = o.prenorm;  // [B, 1, d]
+  }
+
+  // propose() at T = 0 on a CPU kernel path: each draft row's argmax on the host, the chain steps
+  // through forward_host (the same kernels as forward()'s rows path, so the same drafts).
+  Proposal propose_greedy_host(int gamma) {
+    const int64_t B = next_logits_.size(0);
+    const int64_t* map = head_.draft_to_target().data_ptr<int64_t>();
+    std::vector<int64_t> drafts(static_cast<size_t>(B * gamma)), ids(static_cast<size_t>(B));
+    const std::vector<int64_t> first_row(static_cast<size_t>(B), 0);
+    at::Tensor logits = next_logits_, hidden = next_hidden_;
+    for (int j = 0; j < gamma; ++j) {
+      const HostArgmax top = host_argmax(logits);
+      for (int64_t b = 0; b < B; ++b)
+        ids[static_cast<size_t>(b)] = drafts[static_cast<size_t>(b * gamma + j)] = map[top.ids[static_cast<size_t>(b)]];
+      if (j + 1 < gamma) {
+        Eagle3Head::Output o = head_.forward_host(ids, 1, {}, hidden, first_row, cache_);
+        logits = o.logits.select(1, 0);
+        hidden = o.prenorm;
+      }
+    }
+    Proposal out;
+    out.tokens = at::tensor(drafts, head_.draft_to_target().options()).view({B, gamma});
+    return out;
   }
 
   const Eagle3Head& head_;

@@ -50,6 +50,17 @@ class Eagle3Head {
   Output forward(const at::Tensor& token_ids, const at::Tensor& hidden, bool from_target, KVCache& cache,
                  const std::optional<at::Tensor>& rows = std::nullopt) const;
 
+  // The same step on host rows, for a drafter on a CPU kernel path (no ATen op: the ~5 a step costs
+  // 3-5 us each on a 1-layer head): `ids` [B * T] (B = cache.batch(); negative ids read as 0), each
+  // row's features the target's `aux` list concatenated (aux[i]: [B, >= T, target_hidden], rows
+  // t < T taken) or, with `aux` empty, the fed-back states `fed` [B, T, d]; returns the logits and
+  // pre-norm state of row pick[b] of each sequence ([B, 1, ...]). host_step_ready: forward_host takes
+  // these inputs (the device, dtypes, layouts and lengths forward()'s rows path needs).
+  bool host_step_ready(const std::vector<at::Tensor>& aux, const at::Tensor& fed, int64_t T,
+                       const KVCache& cache) const;
+  Output forward_host(const std::vector<int64_t>& ids, int64_t T, const std::vector<at::Tensor>& aux,
+                      const at::Tensor& fed, const std::vector<int64_t>& pick, KVCache& cache) const;
+
   KVCache new_cache(int64_t batch, int64_t max_len) const;
   const std::vector<int>& aux_layers() const { return aux_layers_; }  // HF indices into the target
   const at::Tensor& draft_to_target() const { return draft_to_target_; }  // [Vd] int64 target ids
@@ -65,11 +76,17 @@ class Eagle3Head {
   template <class E>  // uint16_t (bf16 bits) or float
   Output forward_rows(const at::Tensor& token_ids, const at::Tensor& hidden, bool from_target, KVCache& cache,
                       const std::optional<at::Tensor>& rows) const;
+  // Both rows entries' step: ids [B * T]; target_feats [B * T, n_aux * target_hidden] (through fc) or
+  // fed [B * T, d]; pick [B * R] rows per sequence whose outputs are returned (null: all T, R = T).
+  template <class E>
+  Output rows_step(const int64_t* ids, int64_t B, int64_t T, const E* target_feats, const E* fed,
+                   const int64_t* pick, int64_t R, KVCache& cache) const;
+  int64_t target_hidden() const { return target_hidden_; }
   ModelConfig cfg_;
   c10::Device device_ = c10::Device(c10::kCPU);
   c10::ScalarType dtype_ = c10::kFloat;
   std::vector<int> aux_layers_;
-  int64_t draft_vocab_ = 0, target_vocab_ = 0;
+  int64_t draft_vocab_ = 0, target_vocab_ = 0, target_hidden_ = 0;
   bool own_embed_ = false;
   at::Tensor embed_, input_norm_, hidden_norm_, post_norm_, norm_, inv_freq_, draft_to_target_;
   layers::RopeCache rope_;  // cos/sin tables, computed at load

@@ -4,6 +4,11 @@
 // model is all per-op overhead under ATen (~40 ops of 3-8 us for ~30 us of arithmetic on the
 // bundled pair); here a chain step is the arithmetic plus a few forks of the linear kernels.
 //
+// forward_host is the same step (rows_step) on host inputs, for the drafter's T = 0 chain and its
+// refresh after verification: the ~5 ATen ops a step took around it (cat of the aux features,
+// narrow, clamp, the ids and rows tensors) were 20-25 us of a ~260 us draft step on the bundled
+// pair (AMD Zen 4, alternated step by step in one process; docs/performance-log.md).
+//
 // Numerics: linear, RMSNorm, RoPE, attention and SwiGLU are the kernels the ATen path calls, so
 // they round identically. The residual adds round once per op to the compute dtype, as Hugging
 // Face's bf16 module does: h = bf16(g + o), out = bf16(h + down).
@@ -17,6 +22,7 @@
 
 #include "decoders/eagle3.h"
 #include "decoders/layers.h"
+#include "harness/base/error.h"
 
 namespace ears {
 
@@ -42,28 +48,81 @@ bool Eagle3Head::rows_path(const at::Tensor& token_ids, const at::Tensor& hidden
 template <class E>
 Eagle3Head::Output Eagle3Head::forward_rows(const at::Tensor& token_ids, const at::Tensor& hidden, bool from_target,
                                             KVCache& cache, const std::optional<at::Tensor>& rows) const {
+  const int64_t B = token_ids.size(0), T = token_ids.size(1);
+  const at::Tensor ids = token_ids.to(at::kLong).contiguous();
+  const at::Tensor feats = hidden.to(dtype_).contiguous();  // [B, T, F]
+  const int64_t R = rows ? rows->size(1) : T;
+  const at::Tensor picked = rows ? rows->to(at::kLong).contiguous() : at::Tensor();
+  return rows_step<E>(ids.data_ptr<int64_t>(), B, T, from_target ? ptr<E>(feats) : nullptr,
+                      from_target ? nullptr : ptr<E>(feats), rows ? picked.data_ptr<int64_t>() : nullptr, R, cache);
+}
+
+bool Eagle3Head::host_step_ready(const std::vector<at::Tensor>& aux, const at::Tensor& fed, int64_t T,
+                                 const KVCache& cache) const {
+  if (!device_.is_cpu() || !layers::rows_available(dtype_) || T > kRowsMaxTokens || cache.dtype() != dtype_ ||
+      cache.max_length() + T > rope_.table.cos.size(0))
+    return false;
+  auto host_rows = [&](const at::Tensor& t) {
+    return t.defined() && t.device().is_cpu() && t.scalar_type() == dtype_ && t.is_contiguous() && t.dim() == 3 &&
+           t.size(0) == cache.batch() && t.size(1) >= T;
+  };
+  if (aux.empty()) return host_rows(fed) && fed.size(2) == cfg_.hidden_size;
+  return static_cast<int64_t>(aux.size()) == fc_.in_features / target_hidden() &&
+         std::all_of(aux.begin(), aux.end(),
+                     [&](const at::Tensor& a) { return host_rows(a) && a.size(2) == target_hidden(); });
+}
+
+Eagle3Head::Output Eagle3Head::forward_host(const std::vector<int64_t>& ids, int64_t T,
+                                            const std::vector<at::Tensor>& aux, const at::Tensor& fed,
+                                            const std::vector<int64_t>& pick, KVCache& cache) const {
+  const int64_t B = cache.batch();
+  if (static_cast<int64_t>(ids.size()) != B * T || static_cast<int64_t>(pick.size()) != B ||
+      !host_step_ready(aux, fed, T, cache))
+    fail("Eagle3Head::forward_host: {} ids and {} picked rows for batch {} x {} tokens, or features the rows path "
+         "cannot read (check host_step_ready first)",
+         ids.size(), pick.size(), B, T);
+  auto run = [&](auto elem) {
+    using E = decltype(elem);
+    if (aux.empty()) return rows_step<E>(ids.data(), B, T, nullptr, ptr<E>(fed), pick.data(), 1, cache);
+    // Row (b, t): the concatenation of aux[i][b][t] (fc's input), gathered without an ATen cat.
+    const int64_t Hd = target_hidden(), F = Hd * static_cast<int64_t>(aux.size());
+    thread_local std::vector<E> feats;
+    feats.resize(static_cast<size_t>(B * T * F));
+    for (size_t i = 0; i < aux.size(); ++i) {
+      const E* a = ptr<E>(aux[i]);
+      const int64_t S = aux[i].size(1);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t t = 0; t < T; ++t)
+          std::memcpy(feats.data() + (b * T + t) * F + static_cast<int64_t>(i) * Hd, a + (b * S + t) * Hd,
+                      Hd * sizeof(E));
+    }
+    return rows_step<E>(ids.data(), B, T, feats.data(), nullptr, pick.data(), 1, cache);
+  };
+  return dtype_ == at::kFloat ? run(float{}) : run(uint16_t{});
+}
+
+template <class E>
+Eagle3Head::Output Eagle3Head::rows_step(const int64_t* id, int64_t B, int64_t T, const E* target_feats,
+                                         const E* fed, const int64_t* pick, int64_t R, KVCache& cache) const {
   const ModelConfig& c = cfg_;
-  const int64_t B = token_ids.size(0), T = token_ids.size(1), BT = B * T;
+  const int64_t BT = B * T;
   const int64_t d = c.hidden_size, H = c.num_attention_heads, K = c.num_key_value_heads, hd = c.head_dim;
   const int64_t I = c.intermediate_size, G = H / K, W = (H + 2 * K) * hd;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  const at::Tensor ids = token_ids.to(at::kLong).contiguous();
-  const at::Tensor feats = hidden.to(dtype_).contiguous();  // [B, T, F]
-  const int64_t* id = ids.data_ptr<int64_t>();
 
   // g: the target features folded by fc, or the fed-back pre-norm state; x = [norm(emb) | norm(g)].
   std::vector<E> g(static_cast<size_t>(BT * d)), x(static_cast<size_t>(BT * 2 * d));
-  if (from_target) {
-    layers::linear_rows(ptr<E>(feats), BT, fc_, g.data());
+  if (target_feats) {
+    layers::linear_rows(target_feats, BT, fc_, g.data());
   } else {
-    std::memcpy(g.data(), feats.data_ptr(), g.size() * sizeof(E));
+    std::memcpy(g.data(), fed, g.size() * sizeof(E));
   }
   const E* emb = ptr<E>(embed_);
-  for (int64_t r = 0; r < BT; ++r) {
-    layers::rms_norm_rows(emb + id[r] * d, 1, d, d, ptr<E>(input_norm_), eps, x.data() + r * 2 * d);
+  for (int64_t r = 0; r < BT; ++r) {  // ids past a sequence's accepted tokens (-1) read as 0
+    const E* e = emb + std::max<int64_t>(id[r], 0) * d;
+    layers::rms_norm_rows(e, 1, d, d, ptr<E>(input_norm_), eps, x.data() + r * 2 * d);
     layers::rms_norm_rows(g.data() + r * d, 1, d, d, ptr<E>(hidden_norm_), eps, x.data() + r * 2 * d + d);
   }
-
   // Attention: RoPE over the adjacent q and k heads, k and v into the cache, one row per head.
   std::vector<E> qkv(static_cast<size_t>(BT * W)), qk(static_cast<size_t>(BT * (H + K) * hd));
   std::vector<E> attn(static_cast<size_t>(BT * H * hd));
@@ -105,15 +164,13 @@ Eagle3Head::Output Eagle3Head::forward_rows(const at::Tensor& token_ids, const a
   layers::add_rows(tmp.data(), BT * d, g.data());
 
   // The requested rows' pre-norm states and logits.
-  const int64_t R = rows ? rows->size(1) : T;
-  const at::Tensor picked = rows ? rows->to(at::kLong).contiguous() : at::Tensor();
   Output out;
   out.prenorm = at::empty({B, R, d}, embed_.options());
   out.logits = at::empty({B, R, draft_vocab_}, embed_.options());
   E* pre = ptr<E>(out.prenorm);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t r = 0; r < R; ++r) {
-      const int64_t t = rows ? picked.data_ptr<int64_t>()[b * R + r] : r;
+      const int64_t t = pick ? pick[b * R + r] : r;
       std::memcpy(pre + (b * R + r) * d, g.data() + (b * T + t) * d, d * sizeof(E));
     }
   std::vector<E> normed(static_cast<size_t>(B * R * d));
@@ -126,5 +183,9 @@ template Eagle3Head::Output Eagle3Head::forward_rows<uint16_t>(const at::Tensor&
                                                                const std::optional<at::Tensor>&) const;
 template Eagle3Head::Output Eagle3Head::forward_rows<float>(const at::Tensor&, const at::Tensor&, bool, KVCache&,
                                                             const std::optional<at::Tensor>&) const;
+template Eagle3Head::Output Eagle3Head::rows_step<uint16_t>(const int64_t*, int64_t, int64_t, const uint16_t*,
+                                                            const uint16_t*, const int64_t*, int64_t, KVCache&) const;
+template Eagle3Head::Output Eagle3Head::rows_step<float>(const int64_t*, int64_t, int64_t, const float*, const float*,
+                                                         const int64_t*, int64_t, KVCache&) const;
 
 }  // namespace ears

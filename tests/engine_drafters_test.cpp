@@ -147,6 +147,56 @@ TEST_P(Eagle3Rows, OneCallAndChunksMatchTheAtenPath) {
     }
   }
 }
+// forward_host (the drafter's host steps) is forward()'s rows path bit for bit: a refresh over the
+// target's aux list (gathered per row, not concatenated; -1 ids past a sequence's tokens read as 0,
+// as the drafter's clamp did) keeping one row per sequence, then a fed-back chain step. Inputs the
+// rows path cannot read are refused by host_step_ready, and forward_host fails on them in one line.
+TEST_P(Eagle3Rows, HostStepsAreTheTensorStepsBitForBit) {
+  EARS_REQUIRE_SHARED("fixtures/eagle3-tiny");
+  EARS_SKIP_UNSUPPORTED_PATH(GetParam());
+  if (GetParam() == kernels::Path::aten) GTEST_SKIP() << "host steps exist on CPU kernel paths only";
+  const test::KernelPathGuard guard(GetParam());
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    const CausalLM t = CausalLM::load(fixture("qwen3-tiny"), at::kCPU, dtype);
+    const Eagle3Head h = Eagle3Head::load(fixture("eagle3-tiny"), t);
+    const int64_t L = 10, T = 6;
+    at::Tensor ids = at::arange(L + T, at::kLong).mul_(29).remainder_(t.config().vocab_size).view({1, L + T});
+    ids = at::cat({ids, ids.flip(1)}, 0);  // B = 2
+    ForwardOptions fo;
+    fo.aux_layers = h.aux_layers();
+    const std::vector<at::Tensor> aux = t.forward(ids, fo).aux_hidden;  // each [2, L + T, hidden]
+    const at::Tensor feats = at::cat(aux, -1);
+    KVCache a = h.new_cache(2, L + T + 2), b = h.new_cache(2, L + T + 2);
+    h.forward(ids.narrow(1, 0, L), feats.narrow(1, 0, L), /*from_target=*/true, a);
+    h.forward(ids.narrow(1, 0, L), feats.narrow(1, 0, L), /*from_target=*/true, b);
+    // The refresh: T rows from position L, sequence 1 keeping 2 of them (its ids after: -1).
+    at::Tensor step_ids = ids.narrow(1, L, T).clone();
+    step_ids[1].narrow(0, 3, T - 3).fill_(-1);
+    std::vector<at::Tensor> step_aux;
+    for (const at::Tensor& x : aux) step_aux.push_back(x.narrow(1, L, T).contiguous());
+    const std::vector<int64_t> pick{T - 1, 2};
+    const Eagle3Head::Output ta = h.forward(step_ids.clamp_min(0), feats.narrow(1, L, T), /*from_target=*/true, a,
+                                            at::tensor(pick, at::kLong).view({2, 1}));
+    ASSERT_TRUE(h.host_step_ready(step_aux, at::Tensor(), T, b));
+    const std::vector<int64_t> host_ids(step_ids.data_ptr<int64_t>(), step_ids.data_ptr<int64_t>() + 2 * T);
+    const Eagle3Head::Output tb = h.forward_host(host_ids, T, step_aux, at::Tensor(), pick, b);
+    EXPECT_TRUE(at::equal(ta.logits, tb.logits));
+    EXPECT_TRUE(at::equal(ta.prenorm, tb.prenorm));
+    EXPECT_EQ(a.lengths(), b.lengths());
+    // A chain step from the kept states.
+    const std::vector<int64_t> next{5, 7};
+    ASSERT_TRUE(h.host_step_ready({}, tb.prenorm, 1, b));
+    const Eagle3Head::Output ca = h.forward(at::tensor(next, at::kLong).view({2, 1}), ta.prenorm, false, a);
+    const Eagle3Head::Output cb = h.forward_host(next, 1, {}, tb.prenorm, {0, 0}, b);
+    EXPECT_TRUE(at::equal(ca.logits, cb.logits));
+    EXPECT_TRUE(at::equal(ca.prenorm, cb.prenorm));
+    // Features in another dtype, or too few rows: not the host step's.
+    EXPECT_FALSE(h.host_step_ready({}, tb.prenorm.to(dtype == at::kFloat ? at::kBFloat16 : at::kFloat), 1, b));
+    EXPECT_FALSE(h.host_step_ready(step_aux, at::Tensor(), T + 1, b));
+    EXPECT_THROW(h.forward_host(host_ids, T + 1, step_aux, at::Tensor(), pick, b), Error);
+  }
+}
 INSTANTIATE_TEST_SUITE_P(Paths, Eagle3Rows, EARS_KERNEL_PATHS, test::path_param_name);
 
 TEST(Eagle3Fixture, DrafterProposesFixtureChainSoloAndRagged) {
