@@ -107,11 +107,12 @@ EARS_AVX512_BF16 void tile_rows(const uint16_t* x, int64_t ldx, int64_t M, const
   }
 }
 
-// e^x for x <= 0 (softmax after subtracting the max): x = n ln2 + r, |r| <= ln2/2, e^r by its
-// degree-7 Taylor polynomial (relative error < 2e-7), times 2^n with vscalefps (underflows to 0).
-EARS_AVX512_BF16 inline __m512 exp_ps(__m512 x) {
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+// e^x = 2^n e^r: n = round(x log2 e), r = x - n ln2 (ln2 split hi + lo, |r| <= ln2/2), e^r by its
+// degree-7 Taylor polynomial (relative error < 2e-7); returns e^r and sets n. What both exps below
+// share (cpu_avx2's exp_ps computes it so too).
+EARS_AVX512_BF16 inline __m512 exp_reduced(__m512 x, __m512& n) {
+  n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);  // ln2 split: hi + lo
   r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
   __m512 p = _mm512_set1_ps(1.f / 5040);
@@ -121,7 +122,13 @@ EARS_AVX512_BF16 inline __m512 exp_ps(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 6));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
+  return _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
+}
+// e^x for x <= 0 (softmax after subtracting the max): x = n ln2 + r, |r| <= ln2/2, e^r by its
+// degree-7 Taylor polynomial (relative error < 2e-7), times 2^n with vscalefps (underflows to 0).
+EARS_AVX512_BF16 inline __m512 exp_ps(__m512 x) {
+  __m512 n;
+  const __m512 p = exp_reduced(x, n);
   return _mm512_scalef_ps(p, n);
 }
 
@@ -496,18 +503,8 @@ namespace {
 // 0) on 16 lanes, its operations in its order, so the same bits (this file's exp_ps scales by
 // vscalefps instead, which rounds apart from it below e^-87).
 EARS_AVX512_BF16 inline __m512 exp_ps_avx2_bits(__m512 x) {
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
-  __m512 p = _mm512_set1_ps(1.f / 5040);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 720));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
+  __m512 n;
+  const __m512 p = exp_reduced(x, n);
   const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_LT_OQ);
   const __m512i e = _mm512_slli_epi32(
       _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_max_ps(n, _mm512_set1_ps(-126.f))), _mm512_set1_epi32(127)), 23);
