@@ -44,8 +44,8 @@ ProcessedProbs process_logits(const at::Tensor& logits, const SamplingParams& pa
 // Greedy selection on the host: torch.argmax over each row of a CPU [N, V] bf16 / float32 tensor
 // (the first maximum, NaN counting as the maximum), two 8-lane passes a row on AVX2 CPUs (the scalar
 // loop elsewhere) instead of a float copy and a reduction kernel; `finite` is 0 for a row whose
-// maximum is NaN or +/-inf (a NaN or +inf logit, or
-// all -inf), the rows process_logits gives a NaN max_prob at temperature 0.
+// maximum is NaN or +/-inf (a NaN or +inf logit, or all -inf), the rows process_logits gives a NaN
+// max_prob at temperature 0.
 struct HostArgmax {
   std::vector<int64_t> ids;     // [N]
   std::vector<uint8_t> finite;  // [N]
