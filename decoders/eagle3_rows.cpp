@@ -76,10 +76,11 @@ Eagle3Head::Output Eagle3Head::forward_host(const std::vector<int64_t>& ids, int
                                             const std::vector<at::Tensor>& aux, const at::Tensor& fed,
                                             const std::vector<int64_t>& pick, KVCache& cache) const {
   const int64_t B = cache.batch();
-  if (static_cast<int64_t>(ids.size()) != B * T || static_cast<int64_t>(pick.size()) != B ||
+  const bool picks_in_step = std::all_of(pick.begin(), pick.end(), [T](int64_t r) { return r >= 0 && r < T; });
+  if (static_cast<int64_t>(ids.size()) != B * T || static_cast<int64_t>(pick.size()) != B || !picks_in_step ||
       !host_step_ready(aux, fed, T, cache))
-    fail("Eagle3Head::forward_host: {} ids and {} picked rows for batch {} x {} tokens, or features the rows path "
-         "cannot read (check host_step_ready first)",
+    fail("Eagle3Head::forward_host: {} ids and {} picked rows (each in [0, T)) for batch {} x T = {} tokens, or "
+         "features the rows path cannot read (check host_step_ready first)",
          ids.size(), pick.size(), B, T);
   auto run = [&](auto elem) {
     using E = decltype(elem);

@@ -195,6 +195,7 @@ TEST_P(Eagle3Rows, HostStepsAreTheTensorStepsBitForBit) {
     EXPECT_FALSE(h.host_step_ready({}, tb.prenorm.to(dtype == at::kFloat ? at::kBFloat16 : at::kFloat), 1, b));
     EXPECT_FALSE(h.host_step_ready(step_aux, at::Tensor(), T + 1, b));
     EXPECT_THROW(h.forward_host(host_ids, T + 1, step_aux, at::Tensor(), pick, b), Error);
+    EXPECT_THROW(h.forward_host(host_ids, T, step_aux, at::Tensor(), {T, 0}, b), Error);  // a row past the step
   }
 }
 INSTANTIATE_TEST_SUITE_P(Paths, Eagle3Rows, EARS_KERNEL_PATHS, test::path_param_name);
