@@ -48,7 +48,6 @@ Eagle3Head Eagle3Head::load(const std::filesystem::path& dir, const CausalLM& ta
          "another target",
          config_path.string(), target_hidden, tc.hidden_size, target.dir().string());
   head.target_vocab_ = tc.vocab_size;
-  head.target_hidden_ = tc.hidden_size;
   head.device_ = target.device();
   head.dtype_ = target.dtype();
 

@@ -70,9 +70,11 @@ class Eagle3Head {
 
  private:
   Eagle3Head() = default;
-  // True when forward() takes forward_rows: a CPU kernel path computes dtype_, T <= 512, and the
-  // positions stay inside the RoPE table.
+  // True when forward() takes forward_rows: its inputs are on the CPU and rows_step_fits.
   bool rows_path(const at::Tensor& token_ids, const at::Tensor& hidden, const KVCache& cache) const;
+  // What rows_path and host_step_ready both need: a CPU kernel path computing dtype_, T <= 512 and the
+  // cache's positions inside the RoPE table.
+  bool rows_step_fits(int64_t T, const KVCache& cache) const;
   template <class E>  // uint16_t (bf16 bits) or float
   Output forward_rows(const at::Tensor& token_ids, const at::Tensor& hidden, bool from_target, KVCache& cache,
                       const std::optional<at::Tensor>& rows) const;
@@ -81,12 +83,13 @@ class Eagle3Head {
   template <class E>
   Output rows_step(const int64_t* ids, int64_t B, int64_t T, const E* target_feats, const E* fed,
                    const int64_t* pick, int64_t R, KVCache& cache) const;
-  int64_t target_hidden() const { return target_hidden_; }
+  // The target's hidden size: fc reads one such row per aux layer.
+  int64_t target_hidden() const { return fc_.in_features / static_cast<int64_t>(aux_layers_.size()); }
   ModelConfig cfg_;
   c10::Device device_ = c10::Device(c10::kCPU);
   c10::ScalarType dtype_ = c10::kFloat;
   std::vector<int> aux_layers_;
-  int64_t draft_vocab_ = 0, target_vocab_ = 0, target_hidden_ = 0;
+  int64_t draft_vocab_ = 0, target_vocab_ = 0;
   bool own_embed_ = false;
   at::Tensor embed_, input_norm_, hidden_norm_, post_norm_, norm_, inv_freq_, draft_to_target_;
   layers::RopeCache rope_;  // cos/sin tables, computed at load

@@ -39,10 +39,13 @@ constexpr int64_t kRowsMaxTokens = 512;
 
 }  // namespace
 
+bool Eagle3Head::rows_step_fits(int64_t T, const KVCache& cache) const {
+  return device_.is_cpu() && layers::rows_available(dtype_) && T <= kRowsMaxTokens && cache.dtype() == dtype_ &&
+         cache.max_length() + T <= rope_.table.cos.size(0);
+}
+
 bool Eagle3Head::rows_path(const at::Tensor& token_ids, const at::Tensor& hidden, const KVCache& cache) const {
-  const int64_t T = token_ids.size(1);
-  return device_.is_cpu() && layers::rows_available(dtype_) && token_ids.device().is_cpu() && T <= kRowsMaxTokens &&
-         hidden.device().is_cpu() && cache.dtype() == dtype_ && cache.max_length() + T <= rope_.table.cos.size(0);
+  return token_ids.device().is_cpu() && hidden.device().is_cpu() && rows_step_fits(token_ids.size(1), cache);
 }
 
 template <class E>
@@ -59,15 +62,13 @@ Eagle3Head::Output Eagle3Head::forward_rows(const at::Tensor& token_ids, const a
 
 bool Eagle3Head::host_step_ready(const std::vector<at::Tensor>& aux, const at::Tensor& fed, int64_t T,
                                  const KVCache& cache) const {
-  if (!device_.is_cpu() || !layers::rows_available(dtype_) || T > kRowsMaxTokens || cache.dtype() != dtype_ ||
-      cache.max_length() + T > rope_.table.cos.size(0))
-    return false;
+  if (!rows_step_fits(T, cache)) return false;
   auto host_rows = [&](const at::Tensor& t) {
     return t.defined() && t.device().is_cpu() && t.scalar_type() == dtype_ && t.is_contiguous() && t.dim() == 3 &&
            t.size(0) == cache.batch() && t.size(1) >= T;
   };
   if (aux.empty()) return host_rows(fed) && fed.size(2) == cfg_.hidden_size;
-  return static_cast<int64_t>(aux.size()) == fc_.in_features / target_hidden() &&
+  return aux.size() == aux_layers_.size() &&
          std::all_of(aux.begin(), aux.end(),
                      [&](const at::Tensor& a) { return host_rows(a) && a.size(2) == target_hidden(); });
 }
