@@ -162,7 +162,7 @@ EARS_AVX2 inline void hsum_many(const __m256* v, float* out) {
 // once per panel: 6 rows streamed 15 % slower in a standalone loop of the kernel's step).
 // Prefetch (Intel Xeon masked to avx2, 2 threads, 1 GB): 1-2 rows keep pace with one line 8 KiB
 // ahead into L2 over a streamed weight; over one that stays in cache (kernels::kResidentWeightBytes,
-// two panels at once) they prefetch nothing: the bundled target's decode 5-12 % faster without (an
+// several panels at once) they prefetch nothing: the bundled target's decode 5-12 % faster without (an
 // Intel Xeon without AMX masked to avx2, alternated in one process; docs/performance-log.md, fortieth
 // session). 3-6 rows, whose arithmetic takes longer per line, with the line kNearBytes ahead
 // into L1 and, where prefetcht1 stops at L2, the line kFarBytes ahead into L2 (tile_asm below).
@@ -208,6 +208,32 @@ EARS_AVX2 void panel_bf16(const float* xc, int64_t ldx, const uint16_t* w, int64
     for (int p = 0; p < 16; ++p) step_bf16<MB, NP, Prefetch>(a, w + c * 512 + p * 32, ps, xc + c * 32 + 2 * p, ldx);
   for (int m = 0; m < MB; ++m)
     for (int j = 0; j < 2 * NP; ++j) _mm256_storeu_ps(acc + j / 2 * as + m * 16 + j % 2 * 8, a[m][j]);
+}
+
+// 1 row over a weight that stays in cache: the group's 4 panels (ps elements apart) at once, 8
+// accumulators (panel h's at acc + h * as), so 8 FMA chains keep both FMA ports busy through the
+// 4-cycle latency (two panels' 4 chains left half the issue slots idle). Each 32-byte vector is
+// widened where it is used, its k even and then its k odd into one accumulator: the same sequence
+// per output as step_bf16's, so only the 8 accumulators, the zero and 2 broadcasts stay in
+// registers. The bundled target's decode linears (a replay of one step's 25 calls, 1 thread, Zen 4
+// masked to avx2) 0.85 x the two-panel kernel's time; no prefetch (one per line, 0.5-4 KiB ahead,
+// into L1 or L2: 1.09-1.15 x slower).
+EARS_AVX2 void row_group_bf16(const float* xc, const uint16_t* w, int64_t ps, int64_t chunks, bool first, float* acc,
+                              int64_t as) {
+  const __m256i zero = _mm256_setzero_si256();
+  __m256 a[8];
+  for (int j = 0; j < 8; ++j) a[j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + j / 2 * as + j % 2 * 8);
+  for (int64_t c = 0; c < chunks; ++c)
+    for (int p = 0; p < 16; ++p) {
+      const uint16_t* line = w + c * 512 + p * 32;
+      const __m256 xe = _mm256_broadcast_ss(xc + c * 32 + 2 * p), xo = _mm256_broadcast_ss(xc + c * 32 + 2 * p + 1);
+      for (int j = 0; j < 8; ++j) {
+        const __m256i* v = reinterpret_cast<const __m256i*>(line + j / 2 * ps + j % 2 * 16);
+        a[j] = _mm256_fmadd_ps(xe, _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, _mm256_loadu_si256(v))), a[j]);
+        a[j] = _mm256_fmadd_ps(xo, _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, _mm256_loadu_si256(v))), a[j]);
+      }
+    }
+  for (int j = 0; j < 8; ++j) _mm256_storeu_ps(acc + j / 2 * as + j % 2 * 8, a[j]);
 }
 
 // 3 to 6 rows: each 32-k chunk (16 steps) is one asm block, so the registers are as planned — 2 MB
@@ -469,9 +495,11 @@ EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16
     for (; k < Kp; ++k) row[k] = 0.0f;
   }
   // 1 or 2 rows over a weight that stays in cache across calls (kernels::kResidentWeightBytes):
-  // two panels at once, for 4 or 8 FMA chains (one panel's 2 chains of FMA latency set the pace
-  // there: 1 row, a 2 MiB weight in L2, 2 x slower), and no prefetch. Streamed, one panel at a time.
-  const int np_step = M <= 2 && panel_bf16_elems(N, K) * 2 <= kernels::kResidentWeightBytes ? 2 : 1;
+  // several panels at once, for 8 FMA chains (one panel's 2 chains of FMA latency set the pace
+  // there: 1 row, a 2 MiB weight in L2, 2 x slower) — 1 row the group's 4 panels, 2 rows two — and
+  // no prefetch. Streamed, one panel at a time.
+  const bool resident = M <= 2 && panel_bf16_elems(N, K) * 2 <= kernels::kResidentWeightBytes;
+  const int np_step = resident ? (M == 1 ? 4 : 2) : 1;
   constexpr int64_t kPanels = kPanelGroupRows / 16;
   // Partial sums of panel q of the group, tile t, at acc[(q * tiles.n + t) * 96] (6 rows x 16).
   thread_local std::vector<float> acc;
@@ -484,13 +512,10 @@ EARS_AVX2 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t M, const uint16
       const uint16_t* block = packed + g * kPanelGroupRows * Kp + k0 * kPanelGroupRows;
       const int64_t ps = chunks * 512;  // elements per panel of the block
       for (int64_t q = 0; q < np; q += np_step)
-        if (np_step == 2) {
-          float* a = acc.data() + q * 96;
-          if (M == 1) {
-            panel_bf16<1, 2, false>(xf.data() + k0, Kp, block + q * ps, ps, chunks, first, a, 96);
-          } else {
-            panel_bf16<2, 2, false>(xf.data() + k0, Kp, block + q * ps, ps, chunks, first, a, 96);
-          }
+        if (np_step == 4) {
+          row_group_bf16(xf.data() + k0, block, ps, chunks, first, acc.data(), 96);
+        } else if (np_step == 2) {
+          panel_bf16<2, 2, false>(xf.data() + k0, Kp, block + q * ps, ps, chunks, first, acc.data() + q * 96, 96);
         } else {
           for (int64_t t = 0, m0 = 0; t < tiles.n; m0 += tiles.rows(t), ++t)
             tile_bf16(tiles.rows(t), xf.data() + m0 * Kp + k0, Kp, block + q * ps, chunks,

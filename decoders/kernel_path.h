@@ -62,8 +62,8 @@ void set_path(Path p);
 // A linear weight of at most this many bytes is taken to stay in the caches between calls: it
 // belongs to a model small enough to sit in L3 (every weight of the bundled pair, 1 MiB at most) or
 // to a draft head whose chain steps re-read it back to back. The 1-row kernels read such a weight
-// without software prefetch (cpu_bf16::vnni_gemm; cpu_avx2::gemm_bf16 at 1-2 rows, two panels at
-// once); a larger one is streamed from memory, prefetched ahead.
+// without software prefetch (cpu_bf16::vnni_gemm; cpu_avx2::gemm_bf16 at 1-2 rows, several panels
+// at once); a larger one is streamed from memory, prefetched ahead.
 inline constexpr int64_t kResidentWeightBytes = int64_t{1} << 20;
 
 // True when the CPU executes bf16 matrix products natively (AVX512_BF16 or AMX), so LibTorch's

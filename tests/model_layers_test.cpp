@@ -200,10 +200,10 @@ TEST_P(CpuKernels, Bf16LinearIsRowInvariantForAnyRowCount) {
   // K = 200: six full 32-wide chunks plus a zero-padded tail; N: full 32-row blocks plus a padded
   // one; 40 rows: full and partial row tiles of every kernel. N = 4099 (164k outputs: a changed
   // summation order shows up in some bf16 rounding; 1.8 MB packed: avx2 takes one 16-output panel
-  // at a time at every row count); N = 301 (141 kB: avx2 takes 1 and 2 rows two panels at once,
-  // the last block's second panel all padding) with K = 203: rows of x that end inside an 8; N = 70
-  // with K = 600: two full k blocks of 8 chunks and a short one (avx2's row tiles carry their
-  // partial sums from one block to the next).
+  // at a time at every row count); N = 301 (141 kB: avx2 takes 1 row four panels at once and 2
+  // rows two, the last group's fourth panel all padding) with K = 203: rows of x that end inside an
+  // 8; N = 70 with K = 600: two full k blocks of 8 chunks and a short one (avx2's row tiles carry
+  // their partial sums from one block to the next).
   const int64_t M = 40;
   for (const auto& [N, K] : {std::pair<int64_t, int64_t>{4099, 200}, std::pair<int64_t, int64_t>{301, 203},
                              std::pair<int64_t, int64_t>{70, 600}}) {
