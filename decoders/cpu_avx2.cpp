@@ -215,9 +215,10 @@ EARS_AVX2 void panel_bf16(const float* xc, int64_t ldx, const uint16_t* w, int64
 // 4-cycle latency (two panels' 4 chains left half the issue slots idle). Each 32-byte vector is
 // widened where it is used, its k even and then its k odd into one accumulator: the same sequence
 // per output as step_bf16's, so only the 8 accumulators, the zero and 2 broadcasts stay in
-// registers. The bundled target's decode linears (a replay of one step's 25 calls, 1 thread, Zen 4
-// masked to avx2) 0.85 x the two-panel kernel's time; no prefetch (one per line, 0.5-4 KiB ahead,
-// into L1 or L2: 1.09-1.15 x slower).
+// registers. Replayed with the layers' thread split (Zen 4 masked to avx2, 2 threads, alternated),
+// the bundled target's 25 decode linears take 0.84-0.88 x the two-panel kernel's time and the draft
+// head's chain step 0.89 x; no prefetch (one per line, 0.5-4 KiB ahead, into L1 or L2: 1.09-1.15 x
+// slower, 1 thread; docs/performance-log.md, forty-third session).
 EARS_AVX2 void row_group_bf16(const float* xc, const uint16_t* w, int64_t ps, int64_t chunks, bool first, float* acc,
                               int64_t as) {
   const __m256i zero = _mm256_setzero_si256();
