@@ -160,19 +160,23 @@ Eagle3Head::Output Eagle3Head::forward(const at::Tensor& token_ids, const at::Te
   at::Tensor k = layers::apply_rope(qkv.narrow(-1, H * hd, K * hd).view({B, T, K, hd}), rope);
   const at::Tensor v = qkv.narrow(-1, (H + K) * hd, K * hd).view({B, T, K, hd});
   cache.write(0, plan, k, v);
-  const at::Tensor attn = layers::attention(q, cache.keys(0, plan), cache.values(0, plan), plan.blocked,
-                                            std::pow(static_cast<double>(hd), -0.5), plan.positions);
-  at::Tensor h = g + layers::linear(attn, o_);
+  // Past the K/V write only the rows read out (as forward_rows; layers::take_rows).
+  at::Tensor blocked = plan.blocked, positions = plan.positions, residual = g;
+  if (rows) {
+    const at::Tensor r = rows->to(at::kLong).to(device_);
+    q = layers::take_rows(q, r);
+    blocked = layers::take_rows(blocked, r);
+    positions = layers::take_rows(positions, r);
+    residual = layers::take_rows(g, r);
+  }
+  const at::Tensor attn = layers::attention(q, cache.keys(0, plan), cache.values(0, plan), blocked,
+                                            std::pow(static_cast<double>(hd), -0.5), positions);
+  at::Tensor h = residual + layers::linear(attn, o_);
   h = h + layers::silu_mlp(layers::rms_norm(h, post_norm_, eps), gate_up_, down_);
   cache.commit(plan);
 
   Output out;
-  if (rows) {
-    const at::Tensor& r = *rows;
-    out.prenorm = h.gather(1, r.unsqueeze(-1).expand({B, r.size(1), d}));
-  } else {
-    out.prenorm = h;
-  }
+  out.prenorm = h;
   out.logits = layers::linear(layers::rms_norm(out.prenorm, norm_, eps), lm_head_);
   return out;
 }

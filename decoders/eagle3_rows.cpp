@@ -9,6 +9,12 @@
 // narrow, clamp, the ids and rows tensors) were 20-25 us of a ~260 us draft step on the bundled
 // pair (AMD Zen 4, alternated step by step in one process; docs/performance-log.md).
 //
+// Past the K/V write a step computes only the rows it returns (the prompt's begin() and the refresh
+// return one per sequence): in a causal layer the other rows only feed the cache. On the bundled
+// pair (AMD Zen 3, avx2, quickstart-greedy, alternated) the speculative arm's prefill 10.6 -> 8.7 ms
+// a request and its draft 0.46 -> 0.42 ms a step (with the target's last layer trimmed alike,
+// CausalLM::forward: +23-27 % -> +32-36 % over the target alone; docs/performance-log.md).
+//
 // Numerics: linear, RMSNorm, RoPE, attention and SwiGLU are the kernels the ATen path calls, so
 // they round identically. The residual adds round once per op to the compute dtype, as Hugging
 // Face's bf16 module does: h = bf16(g + o), out = bf16(h + down).
@@ -127,7 +133,7 @@ Eagle3Head::Output Eagle3Head::rows_step(const int64_t* id, int64_t B, int64_t T
   }
   // Attention: RoPE over the adjacent q and k heads, k and v into the cache, one row per head.
   std::vector<E> qkv(static_cast<size_t>(BT * W)), qk(static_cast<size_t>(BT * (H + K) * hd));
-  std::vector<E> attn(static_cast<size_t>(BT * H * hd));
+  std::vector<E> attn(static_cast<size_t>(B * R * H * hd));
   layers::linear_rows(x.data(), BT, qkv_, qkv.data());
   const KVCache::Append plan = cache.prepare_append_host(T);
   E* kc = static_cast<E*>(cache.data(0, 0));
@@ -148,36 +154,48 @@ Eagle3Head::Output Eagle3Head::rows_step(const int64_t* id, int64_t B, int64_t T
         std::memcpy(vc + slot, row_v + kh * hd, hd * sizeof(E));
       }
     }
-    // Per KV head its G query heads over the T tokens (token t sees len + t + 1 keys).
+    // Per KV head its G query heads over the returned rows (token t sees len + t + 1 keys).
     for (int64_t t = 0; t < T; ++t) n_keys[t] = len + t + 1;
-    layers::attend_rows(qk.data() + b * T * (H + K) * hd, (H + K) * hd, T, K, G, n_keys.data(), kc + b * K * L * hd,
-                        vc + b * K * L * hd, L * hd, hd, scale, attn.data() + b * T * H * hd, H * hd);
+    const E* q = qk.data() + b * T * (H + K) * hd;
+    const E* kb = kc + b * K * L * hd;
+    const E* vb = vc + b * K * L * hd;
+    if (!pick)
+      layers::attend_rows(q, (H + K) * hd, T, K, G, n_keys.data(), kb, vb, L * hd, hd, scale,
+                          attn.data() + b * T * H * hd, H * hd);
+    for (int64_t r = 0; pick && r < R; ++r) {
+      const int64_t t = pick[b * R + r];
+      layers::attend_rows(q + t * (H + K) * hd, (H + K) * hd, 1, K, G, n_keys.data() + t, kb, vb, L * hd, hd, scale,
+                          attn.data() + (b * R + r) * H * hd, H * hd);
+    }
   }
   cache.commit(plan);
 
-  // h = g + o(attn); h += down(swiglu(gate_up(norm(h)))). g becomes h in place.
-  std::vector<E> tmp(static_cast<size_t>(BT * d)), gu(static_cast<size_t>(BT * 2 * I)), act(static_cast<size_t>(BT * I));
-  layers::linear_rows(attn.data(), BT, o_, tmp.data());
-  layers::add_rows(tmp.data(), BT * d, g.data());
-  layers::rms_norm_rows(g.data(), BT, d, d, ptr<E>(post_norm_), eps, tmp.data());
-  layers::linear_rows(tmp.data(), BT, gate_up_, gu.data());
-  layers::swiglu_rows(gu.data(), BT, I, act.data());
-  layers::linear_rows(act.data(), BT, down_, tmp.data());
-  layers::add_rows(tmp.data(), BT * d, g.data());
-
-  // The requested rows' pre-norm states and logits.
+  // The returned rows only from here (a causal layer: the cache needs every row's k and v, the
+  // rest of the layer only the rows read out; llama.cpp's last layer keeps its output rows so):
+  // h = g + o(attn); h += down(swiglu(gate_up(norm(h)))), in place in the prenorm output.
+  const int64_t BR = B * R;
   Output out;
   out.prenorm = at::empty({B, R, d}, embed_.options());
   out.logits = at::empty({B, R, draft_vocab_}, embed_.options());
-  E* pre = ptr<E>(out.prenorm);
+  E* h = ptr<E>(out.prenorm);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t r = 0; r < R; ++r) {
       const int64_t t = pick ? pick[b * R + r] : r;
-      std::memcpy(pre + (b * R + r) * d, g.data() + (b * T + t) * d, d * sizeof(E));
+      std::memcpy(h + (b * R + r) * d, g.data() + (b * T + t) * d, d * sizeof(E));
     }
-  std::vector<E> normed(static_cast<size_t>(B * R * d));
-  layers::rms_norm_rows(pre, B * R, d, d, ptr<E>(norm_), eps, normed.data());
-  layers::linear_rows(normed.data(), B * R, lm_head_, ptr<E>(out.logits));
+  std::vector<E> tmp(static_cast<size_t>(BR * d)), gu(static_cast<size_t>(BR * 2 * I));
+  std::vector<E> act(static_cast<size_t>(BR * I));
+  layers::linear_rows(attn.data(), BR, o_, tmp.data());
+  layers::add_rows(tmp.data(), BR * d, h);
+  layers::rms_norm_rows(h, BR, d, d, ptr<E>(post_norm_), eps, tmp.data());
+  layers::linear_rows(tmp.data(), BR, gate_up_, gu.data());
+  layers::swiglu_rows(gu.data(), BR, I, act.data());
+  layers::linear_rows(act.data(), BR, down_, tmp.data());
+  layers::add_rows(tmp.data(), BR * d, h);
+
+  // Their logits.
+  layers::rms_norm_rows(h, BR, d, d, ptr<E>(norm_), eps, tmp.data());
+  layers::linear_rows(tmp.data(), BR, lm_head_, ptr<E>(out.logits));
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/gather.h>
 #include <ATen/ops/linear.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/pow.h>
@@ -595,6 +596,14 @@ int64_t attention_kernel_tokens(c10::ScalarType dtype) {
   if (dtype == at::kFloat) return kernels::path() != kernels::Path::aten ? kAttentionMaxTokens : 0;
   const Bf16RowKernels* k = dtype == at::kBFloat16 ? bf16_kernels() : nullptr;
   return k ? k->attention_max_tokens : 0;
+}
+
+at::Tensor take_rows(const at::Tensor& t, const at::Tensor& rows) {
+  std::vector<int64_t> shape = t.sizes().vec();
+  shape[1] = rows.size(1);
+  at::Tensor idx = rows;
+  while (idx.dim() < t.dim()) idx = idx.unsqueeze(-1);
+  return t.gather(1, idx.expand(shape));
 }
 
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

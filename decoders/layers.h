@@ -103,6 +103,10 @@ void attend_rows(const float* q, int64_t ldq, int64_t T, int64_t K, int64_t G, c
 // kernels' threads (at 16 x 6 tokens ATen's own add woke its OpenMP worker from sleep twice a layer).
 void residual_add_(at::Tensor& h, const at::Tensor& x);
 
+// Rows of each sequence: t [B, T, ...] -> [B, R, ...], row (b, r) = t[b, rows[b, r]]; rows [B, R] int64
+// on t's device. For a forward's last layer past its K/V write, which only the rows read out need.
+at::Tensor take_rows(const at::Tensor& t, const at::Tensor& rows);
+
 // down(silu(gate) * up) where gate_up = x @ [gate; up]^T, i.e. gate_up_w is [2*I, hidden] with the
 // gate rows first (fused at load). Biases may be undefined.
 at::Tensor silu_mlp(const at::Tensor& x, const at::Tensor& gate_up_w, const at::Tensor& down_w,

@@ -1,7 +1,6 @@
 #include "decoders/model.h"
 
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/embedding.h>
 
@@ -156,7 +155,17 @@ ForwardOutput CausalLM::forward(const at::Tensor& ids, KVCache& cache, const For
     wanted[static_cast<size_t>(a)] = 1;
   }
   std::vector<at::Tensor> hs(static_cast<size_t>(N + 1));
-
+  // The rows whose logits are wanted ([B, R] on the device), when not all of them.
+  at::Tensor rows;
+  if (opt.logits_rows && !opt.skip_logits) {
+    rows = *opt.logits_rows;
+    if (!rows.defined() || rows.dim() != 2 || rows.size(0) != B || rows.scalar_type() != at::kLong)
+      fail("CausalLM::forward: logits_rows must be a [B, K] int64 tensor (B = {})", B);
+    rows = rows.to(device_);
+  }
+  // The last layer past its K/V only for the rows read out (llama.cpp's inp_out_ids): none with
+  // skip_logits, the logits rows, all rows otherwise or when its output is an aux state.
+  const bool trim_last = !wanted[static_cast<size_t>(N)] && (opt.skip_logits || rows.defined());
   using P = ForwardPhases;
   PhaseClock clock(opt.phases);
   const KVCache::Append plan = cache.prepare_append(T);
@@ -179,12 +188,19 @@ ForwardOutput CausalLM::forward(const at::Tensor& ids, KVCache& cache, const For
     const at::Tensor v = qkv.narrow(-1, (H + K) * hd, K * hd).view({B, T, K, hd});
     if (c.qk_norm) qk = layers::rms_norm(qk, L.qk_norm, eps);
     qk = layers::apply_rope(qk, rope);
-    const at::Tensor q = qk.narrow(2, 0, H);
+    at::Tensor q = qk.narrow(2, 0, H);
     const at::Tensor k = qk.narrow(2, H, K);
     cache.write(i, plan, k, v);
+    at::Tensor blocked = plan.blocked, positions = plan.positions;
+    if (i + 1 == N && trim_last) {
+      if (opt.skip_logits) break;
+      q = layers::take_rows(q, rows);
+      blocked = layers::take_rows(blocked, rows);
+      positions = layers::take_rows(positions, rows);
+      h = layers::take_rows(h, rows);
+    }
     clock.lap(P::qk_rope_kv);
-    const at::Tensor attn = layers::attention(q, cache.keys(i, plan), cache.values(i, plan), plan.blocked, scale,
-                                                 plan.positions);
+    const at::Tensor attn = layers::attention(q, cache.keys(i, plan), cache.values(i, plan), blocked, scale, positions);
     clock.lap(P::attention);
     const at::Tensor o = layers::linear(attn, L.o);
     clock.lap(P::o_proj);
@@ -202,15 +218,8 @@ ForwardOutput CausalLM::forward(const at::Tensor& ids, KVCache& cache, const For
 
   ForwardOutput out;
   if (!opt.skip_logits) {
-    if (opt.logits_rows) {
-      const at::Tensor& rows = *opt.logits_rows;
-      if (!rows.defined() || rows.dim() != 2 || rows.size(0) != B || rows.scalar_type() != at::kLong)
-        fail("CausalLM::forward: logits_rows must be a [B, K] int64 tensor (B = {})", B);
-      const int64_t R = rows.size(1);
-      const at::Tensor flat =
-          (rows + at::arange(B, rows.options()).mul_(T).unsqueeze(1)).reshape({-1}).to(device_);
-      const at::Tensor picked = h.reshape({B * T, c.hidden_size}).index_select(0, flat).view({B, R, c.hidden_size});
-      out.logits = logits_from_hidden(picked);
+    if (rows.defined()) {
+      out.logits = logits_from_hidden(trim_last ? h : layers::take_rows(h, rows));
     } else if (wanted[static_cast<size_t>(N)]) {
       out.logits = layers::linear(hs[static_cast<size_t>(N)], lm_head_linear_);
     } else {

@@ -178,6 +178,15 @@ TEST_P(Eagle3Rows, HostStepsAreTheTensorStepsBitForBit) {
     const std::vector<int64_t> pick{T - 1, 2};
     const Eagle3Head::Output ta = h.forward(step_ids.clamp_min(0), feats.narrow(1, L, T), /*from_target=*/true, a,
                                             at::tensor(pick, at::kLong).view({2, 1}));
+    // The kept rows are those of the step over every row (the layer past its K/V runs on the kept
+    // rows only), and the cache is the same after both.
+    KVCache c = h.new_cache(2, L + T + 2);
+    h.forward(ids.narrow(1, 0, L), feats.narrow(1, 0, L), /*from_target=*/true, c);
+    const Eagle3Head::Output all = h.forward(step_ids.clamp_min(0), feats.narrow(1, L, T), /*from_target=*/true, c);
+    for (int64_t s = 0; s < 2; ++s) {
+      EXPECT_TRUE(at::equal(ta.logits[s][0], all.logits[s][pick[static_cast<size_t>(s)]])) << "sequence " << s;
+      EXPECT_TRUE(at::equal(ta.prenorm[s][0], all.prenorm[s][pick[static_cast<size_t>(s)]])) << "sequence " << s;
+    }
     ASSERT_TRUE(h.host_step_ready(step_aux, at::Tensor(), T, b));
     const std::vector<int64_t> host_ids(step_ids.data_ptr<int64_t>(), step_ids.data_ptr<int64_t>() + 2 * T);
     const Eagle3Head::Output tb = h.forward_host(host_ids, T, step_aux, at::Tensor(), pick, b);
@@ -191,6 +200,8 @@ TEST_P(Eagle3Rows, HostStepsAreTheTensorStepsBitForBit) {
     const Eagle3Head::Output cb = h.forward_host(next, 1, {}, tb.prenorm, {0, 0}, b);
     EXPECT_TRUE(at::equal(ca.logits, cb.logits));
     EXPECT_TRUE(at::equal(ca.prenorm, cb.prenorm));
+    const Eagle3Head::Output cc = h.forward(at::tensor(next, at::kLong).view({2, 1}), ta.prenorm, false, c);
+    EXPECT_TRUE(at::equal(ca.logits, cc.logits));
     // Features in another dtype, or too few rows: not the host step's.
     EXPECT_FALSE(h.host_step_ready({}, tb.prenorm.to(dtype == at::kFloat ? at::kBFloat16 : at::kFloat), 1, b));
     EXPECT_FALSE(h.host_step_ready(step_aux, at::Tensor(), T + 1, b));
