@@ -147,7 +147,7 @@ Eagle3Head::Output Eagle3Head::forward(const at::Tensor& token_ids, const at::Te
                                 : forward_rows<uint16_t>(token_ids, hidden, from_target, cache, rows);
   const ModelConfig& c = cfg_;
   const int64_t B = token_ids.size(0), T = token_ids.size(1);
-  const int64_t d = c.hidden_size, H = c.num_attention_heads, K = c.num_key_value_heads, hd = c.head_dim;
+  const int64_t H = c.num_attention_heads, K = c.num_key_value_heads, hd = c.head_dim;
   const double eps = c.rms_norm_eps;
   const at::Tensor g = from_target ? layers::linear(hidden.to(dtype_), fc_) : hidden;
   const at::Tensor emb = at::embedding(embed_, token_ids);
@@ -160,23 +160,16 @@ Eagle3Head::Output Eagle3Head::forward(const at::Tensor& token_ids, const at::Te
   at::Tensor k = layers::apply_rope(qkv.narrow(-1, H * hd, K * hd).view({B, T, K, hd}), rope);
   const at::Tensor v = qkv.narrow(-1, (H + K) * hd, K * hd).view({B, T, K, hd});
   cache.write(0, plan, k, v);
-  // Past the K/V write only the rows read out (as forward_rows; layers::take_rows).
-  at::Tensor blocked = plan.blocked, positions = plan.positions, residual = g;
-  if (rows) {
-    const at::Tensor r = rows->to(at::kLong).to(device_);
-    q = layers::take_rows(q, r);
-    blocked = layers::take_rows(blocked, r);
-    positions = layers::take_rows(positions, r);
-    residual = layers::take_rows(g, r);
-  }
-  const at::Tensor attn = layers::attention(q, cache.keys(0, plan), cache.values(0, plan), blocked,
-                                            std::pow(static_cast<double>(hd), -0.5), positions);
-  at::Tensor h = residual + layers::linear(attn, o_);
+  // Every row through the layer, then the rows read out: LibTorch's GEMMs round by row count, so
+  // here (unlike forward_rows) the kept rows alone would not be the same bits.
+  const at::Tensor attn = layers::attention(q, cache.keys(0, plan), cache.values(0, plan), plan.blocked,
+                                            std::pow(static_cast<double>(hd), -0.5), plan.positions);
+  at::Tensor h = g + layers::linear(attn, o_);
   h = h + layers::silu_mlp(layers::rms_norm(h, post_norm_, eps), gate_up_, down_);
   cache.commit(plan);
 
   Output out;
-  out.prenorm = h;
+  out.prenorm = rows ? layers::take_rows(h, rows->to(at::kLong).to(device_)) : h;
   out.logits = layers::linear(layers::rms_norm(out.prenorm, norm_, eps), lm_head_);
   return out;
 }

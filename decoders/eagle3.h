@@ -44,8 +44,8 @@ class Eagle3Head {
   // One layer step over T positions appended to `cache` (1-layer KV cache of this head).
   // hidden: [B, T, n_aux * target_hidden] target features (goes through fc) or [B, T, d]
   // fed-back pre-norm states (when from_target is false). rows: optional [B, R] positions whose
-  // logits/prenorm are returned (default all T); past the K/V write only those rows are computed
-  // (the cache gets every row's). On a CPU kernel path, steps of <= 512 positions
+  // logits/prenorm are returned (default all T); on the rows path only those rows are computed past
+  // the K/V write (the cache gets every row's). On a CPU kernel path, steps of <= 512 positions
   // (the prompt at begin(), the chain steps, the refresh after verification) run on raw rows
   // (decoders/eagle3_rows.cpp).
   Output forward(const at::Tensor& token_ids, const at::Tensor& hidden, bool from_target, KVCache& cache,

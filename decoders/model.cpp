@@ -164,8 +164,10 @@ ForwardOutput CausalLM::forward(const at::Tensor& ids, KVCache& cache, const For
     rows = rows.to(device_);
   }
   // The last layer past its K/V only for the rows read out (llama.cpp's inp_out_ids): none with
-  // skip_logits, the logits rows, all rows otherwise or when its output is an aux state.
-  const bool trim_last = !wanted[static_cast<size_t>(N)] && (opt.skip_logits || rows.defined());
+  // skip_logits, the logits rows, all rows otherwise or when its output is an aux state. On a CPU
+  // kernel path only, whose kernels round a row alike at any row count (LibTorch's GEMMs do not).
+  const bool trim_last = device_.is_cpu() && layers::rows_available(dtype_) && !wanted[static_cast<size_t>(N)] &&
+                         (opt.skip_logits || rows.defined());
   using P = ForwardPhases;
   PhaseClock clock(opt.phases);
   const KVCache::Append plan = cache.prepare_append(T);

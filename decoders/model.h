@@ -46,8 +46,9 @@ struct ForwardOptions {
   // layer i), hs[N] = final normed output. One output per entry, in list order, duplicates kept.
   std::vector<int> aux_layers;
   // [B, K] int64 on the model device: indices into the T new positions whose logits are
-  // wanted. Only these rows go through the final norm + lm_head, and through the last layer past its
-  // K/V write (unless its output is an aux state; with skip_logits no row does). Default: all T rows.
+  // wanted. Only these rows go through the final norm + lm_head, and on a CPU kernel path through the
+  // last layer past its K/V write (unless its output is an aux state; with skip_logits no row does).
+  // Default: all T rows.
   std::optional<at::Tensor> logits_rows;
   bool skip_logits = false;  // no norm/lm_head at all (logits undefined)
   ForwardPhases* phases = nullptr;  // when set, each phase's wall time is added to it

@@ -178,8 +178,9 @@ TEST_P(Eagle3Rows, HostStepsAreTheTensorStepsBitForBit) {
     const std::vector<int64_t> pick{T - 1, 2};
     const Eagle3Head::Output ta = h.forward(step_ids.clamp_min(0), feats.narrow(1, L, T), /*from_target=*/true, a,
                                             at::tensor(pick, at::kLong).view({2, 1}));
-    // The kept rows are those of the step over every row (the layer past its K/V runs on the kept
-    // rows only), and the cache is the same after both.
+    // The kept rows are those of the step over every row (past its K/V the rows path computes the
+    // kept rows only), and the cache is the same after both (the chain step below gives the same
+    // logits from either).
     KVCache c = h.new_cache(2, L + T + 2);
     h.forward(ids.narrow(1, 0, L), feats.narrow(1, 0, L), /*from_target=*/true, c);
     const Eagle3Head::Output all = h.forward(step_ids.clamp_min(0), feats.narrow(1, L, T), /*from_target=*/true, c);
