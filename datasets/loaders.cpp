@@ -125,10 +125,10 @@ Loaded load_docs(const Task& task, const DatasetSpec& spec, bool skip) {
     if (!fs::is_regular_file(spec.path))
       fail("dataset '{}': file not found: {}; set path to an existing JSONL file", task.name, spec.path);
     l.path = spec.path;
-    l.id_prefix += "/" + fs::path(spec.path).stem().string();
+    l.id_prefix.append("/").append(fs::path(spec.path).stem().string());
   } else {
     l.path = resolve_file(task, spec.path, l.split);
-    if (!split->id.empty()) l.id_prefix += "/" + std::string(split->id);
+    if (!split->id.empty()) l.id_prefix.append("/").append(split->id);
   }
   l.docs = read_docs(task, spec, l.path, skip, &l.skipped);
   return l;

@@ -237,7 +237,8 @@ void acceptance_sections(std::string& md, const Report& r) {
     if (a.metrics.drafted == 0) continue;
     md += fmt::format("| {} |", cell(a.name));
     for (size_t k = 0; k < max_pos; ++k)
-      md += " " + (k < a.metrics.acceptance_per_position.size() ? pct(a.metrics.acceptance_per_position[k]) : kNa) + " |";
+      md += fmt::format(" {} |", k < a.metrics.acceptance_per_position.size() ? pct(a.metrics.acceptance_per_position[k])
+                                                                          : std::string(kNa));
     md += "\n";
   }
   md += "\n## Pardons and distortion\n\n";
@@ -282,8 +283,8 @@ void uncertainty_section(std::string& md, const Report& r) {
     if (!any) continue;
     md += fmt::format("| [{:.1f}, {:.1f}) | {} |", d / 10.0, (d + 1) / 10.0,
                       pct(ref->metrics.uncertainty_buckets[d].drafted_share));
-    for (const auto* a : drafting) md += " " + pct(a->metrics.uncertainty_buckets[d].acceptance_rate) + " |";
-    for (const auto* a : pardoning) md += " " + pct(a->metrics.uncertainty_buckets[d].pardon_share) + " |";
+    for (const auto* a : drafting) md += fmt::format(" {} |", pct(a->metrics.uncertainty_buckets[d].acceptance_rate));
+    for (const auto* a : pardoning) md += fmt::format(" {} |", pct(a->metrics.uncertainty_buckets[d].pardon_share));
     md += "\n";
   }
   md += "\n";
