@@ -31,6 +31,7 @@
 #include "harness/train/bpe_trainer.h"
 #include "harness/train/checkpoint_writer.h"
 #include "harness/train/eagle3.h"
+#include "harness/train/loop.h"
 #include "harness/train/optimizer.h"
 #include "harness/train/safetensors_writer.h"
 #include "harness/train/target.h"
@@ -393,4 +394,52 @@ TEST(TrainEagle3, AFewStepsReduceTheTttLoss) {
     opt.zero_grad();
   }
   EXPECT_LT(last, 0.7 * first) << "first " << first << " last " << last;
+}
+
+// `train eagle3|target --init DIR` (continued training): every parameter starts from the
+// checkpoint's tensor, and the new train_log.json keeps the checkpoint's own log as
+// "init_train_log", so the committed head's log names every stage that made it.
+TEST(TrainInit, ContinuedTrainingStartsFromTheCheckpointAndKeepsItsLog) {
+  const ears::Tokenizer tok = ears::Tokenizer::load(micro_tokenizer_dir());
+  const ears::ModelConfig tc = ears::qwen3_config(micro_arch(), tok.vocab_size(), *tok.token_to_id("<|im_end|>"));
+  ears::Eagle3Arch arch;
+  arch.head_dim = 16;
+  arch.intermediate = 64;
+  const ears::ModelConfig hc = ears::eagle3_config(arch, tc);
+  const fs::path hd = temp_dir("init_head"), out = temp_dir("init_out");
+  ears::ParamMap saved = ears::init_eagle3_params(hc, 3, 11);
+  {  // exactly representable in bf16, the dtype the checkpoint is saved in
+    at::NoGradGuard g;
+    for (auto& [n, t] : saved) t.copy_(t.to(at::kBFloat16).to(at::kFloat));
+  }
+  ears::save_eagle3(hd, saved, hc, tc, {0, 1, 2});
+  ears::TrainReport first;
+  first.steps_done = 7;
+  ears::write_train_log(hd / "train_log.json", "eagle3", {{"stage", "first"}}, first);
+
+  ears::ParamMap p = ears::init_eagle3_params(hc, 3, 12);  // another seed: every tensor differs
+  ears::load_init_weights(p, hd, c10::Device(c10::kCPU), {});
+  ASSERT_EQ(p.size(), saved.size());
+  for (const auto& [name, t] : saved) {
+    SCOPED_TRACE(name);
+    EXPECT_TRUE(at::equal(p.at(name), t));
+    EXPECT_TRUE(p.at(name).requires_grad()) << "still a trainable master weight";
+  }
+  ears::write_train_log(out / "train_log.json", "eagle3", {{"stage", "second"}}, first, hd);
+  const auto log = nlohmann::json::parse(ears::test::read_file(out / "train_log.json"));
+  EXPECT_EQ(log["options"]["stage"], "second");
+  EXPECT_EQ(log["init_train_log"]["options"]["stage"], "first");
+  EXPECT_EQ(log["init_train_log"]["steps_done"], 7);
+  // A checkpoint whose tensor is shaped otherwise is one error naming the tensor.
+  ears::ModelConfig wider = hc;
+  wider.intermediate_size = 96;
+  ears::ParamMap w = ears::init_eagle3_params(wider, 3, 12);
+  try {
+    ears::load_init_weights(w, hd, c10::Device(c10::kCPU), {});
+    ADD_FAILURE() << "a shape mismatch must fail";
+  } catch (const ears::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mlp"), std::string::npos) << e.what();
+  }
+  fs::remove_all(hd);
+  fs::remove_all(out);
 }

@@ -190,15 +190,18 @@ class TttAccuracy {
   std::vector<at::Tensor> correct_, count_;
 };
 
-// The head's parameters; with warm_start_lm_head its lm_head and norm start from the target's.
+// The head's parameters; with warm_start_lm_head its lm_head and norm start from the target's;
+// then (continued training) the weights of o.init when given.
 ParamMap eagle3_params(const Eagle3TrainOptions& o, const CausalLM& target, const ModelConfig& hc, std::size_t n_aux,
-                       c10::Device device) {
+                       c10::Device device, const LogFn& log) {
   at::Tensor final_norm;
   if (o.warm_start_lm_head)
     final_norm = Checkpoint::open(o.target).load("model.norm.weight", device, at::kFloat,
                                                  std::vector<int64_t>{target.config().hidden_size});
-  return init_eagle3_params(hc, static_cast<int64_t>(n_aux), o.schedule.seed,
-                            o.warm_start_lm_head ? target.lm_head_weight() : at::Tensor(), final_norm);
+  ParamMap params = init_eagle3_params(hc, static_cast<int64_t>(n_aux), o.schedule.seed,
+                                       o.warm_start_lm_head ? target.lm_head_weight() : at::Tensor(), final_norm);
+  if (!o.init.empty()) load_init_weights(params, o.init, device, log);
+  return params;
 }
 
 // The step's loss: the frozen target's logits and aux features (no grad), then the TTT unroll
@@ -240,7 +243,7 @@ ojson eagle3_options_json(const Eagle3TrainOptions& o, const std::vector<int>& a
                     {"intermediate", o.arch.intermediate}, {"aux_layers", aux}}},
           {"schedule", schedule_json(o.schedule)}, {"corpus", corpus_json(o.corpus, natural_source)},
           {"natural_fraction", o.natural_fraction}, {"ttt_steps", o.ttt_steps},
-          {"warm_start_lm_head", o.warm_start_lm_head}, {"parameters", n_params}};
+          {"warm_start_lm_head", o.warm_start_lm_head}, {"init", o.init.string()}, {"parameters", n_params}};
 }
 
 }  // namespace
@@ -262,7 +265,7 @@ TrainReport train_eagle3(const Eagle3TrainOptions& o, const LogFn& log) {
   emit(log, fmt::format("data: {} chat documents, {} natural documents from {}; {:.1f} s", pools.chat.size(), pools.natural.size(),
                         pools.natural_source, now_s() - t0));
   DocSampler sampler(pools, o.natural_fraction, s.seed);
-  ParamMap params = eagle3_params(o, target, hc, aux.size(), device);
+  ParamMap params = eagle3_params(o, target, hc, aux.size(), device, log);
   const int64_t n_params = numel_total(params);
   emit(log, fmt::format("head: hidden {}, {} heads, intermediate {}, aux layers [{}], {:.2f} M trainable parameters, TTT {} steps",
                         hc.hidden_size, hc.num_attention_heads, hc.intermediate_size, fmt::join(aux, ", "), n_params / 1e6,
@@ -280,7 +283,8 @@ TrainReport train_eagle3(const Eagle3TrainOptions& o, const LogFn& log) {
   save_eagle3(o.out, params, hc, tc, aux);
   emit(log, fmt::format("saved {} ({} steps, {:.1f} s, {:.3f} s/step)", o.out.string(), r.steps_done, r.seconds, r.step_seconds));
   if (o.eval_n > 0) evaluate_eagle3(o, r, log);
-  write_train_log(o.out / "train_log.json", "eagle3", eagle3_options_json(o, aux, pools.natural_source, n_params), r);
+  write_train_log(o.out / "train_log.json", "eagle3", eagle3_options_json(o, aux, pools.natural_source, n_params), r,
+                  o.init);
   return r;
 }
 

@@ -45,6 +45,8 @@ struct Eagle3TrainOptions {
   double natural_fraction = 0.2;
   int ttt_steps = 3;
   bool warm_start_lm_head = true;
+  std::filesystem::path init;       // non-empty: start from this head's weights (continued training;
+                                    // same architecture), not from a random init
   int64_t eval_n = 0;               // > 0: tau at gamma 5 (greedy) on that many synth-gsm test problems
   int eval_gamma = 5;
   int64_t eval_max_new_tokens = 200;

@@ -1,6 +1,7 @@
 #include "harness/train/loop.h"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/ops/zeros.h>
 #include <fmt/format.h>
 
@@ -9,6 +10,8 @@
 
 #include "decoders/aten_operators.h"
 #include "decoders/runtime.h"
+#include "decoders/safetensors.h"
+#include "harness/base/files.h"
 #include "harness/train/optimizer.h"
 
 namespace ears {
@@ -41,6 +44,13 @@ int64_t numel_total(const ParamMap& p) {
   return n;
 }
 
+void load_init_weights(ParamMap& p, const std::filesystem::path& dir, c10::Device device, const LogFn& log) {
+  const Checkpoint ck = Checkpoint::open(dir);
+  at::NoGradGuard no_grad;
+  for (auto& [name, t] : p) t.copy_(ck.load(name, device, at::kFloat, t.sizes().vec()));
+  emit(log, fmt::format("init: weights from {} (continued training)", dir.string()));
+}
+
 namespace {
 
 std::string json_curve(const std::vector<std::pair<int64_t, double>>& curve) {
@@ -51,7 +61,11 @@ std::string json_curve(const std::vector<std::pair<int64_t, double>>& curve) {
 
 }  // namespace
 
-void write_train_log(const fs::path& file, const std::string& kind, const ojson& options, const TrainReport& r) {
+void write_train_log(const fs::path& file, const std::string& kind, const ojson& options, const TrainReport& r,
+                     const fs::path& init) {
+  ojson init_log;  // read before the write: --out may be the --init directory
+  if (!init.empty() && fs::exists(init / "train_log.json"))
+    init_log = ojson::parse(read_file(init / "train_log.json", "the --init checkpoint's train log"), nullptr, false);
   ojson j;
   j["kind"] = kind;
   j["options"] = options;
@@ -62,6 +76,7 @@ void write_train_log(const fs::path& file, const std::string& kind, const ojson&
   j["metrics"] = r.metrics;
   j["loss_curve"] = ojson::parse(json_curve(r.loss_curve));
   j["torch_version"] = torch_version();
+  if (!init_log.is_null() && !init_log.is_discarded()) j["init_train_log"] = std::move(init_log);
   write_text_file(file, j.dump(2) + "\n");
 }
 

@@ -52,6 +52,9 @@ std::vector<at::Tensor> values_of(const ParamMap& p);
 std::vector<bool> decay_flags(const ParamMap& p);
 // Number of scalars in all tensors.
 int64_t numel_total(const ParamMap& p);
+// Continued training: every tensor of p overwritten by the same-named, same-shaped tensor of the
+// checkpoint in dir (fails naming the tensor when one is missing or shaped otherwise); logs it.
+void load_init_weights(ParamMap& p, const std::filesystem::path& dir, c10::Device device, const LogFn& log);
 
 // The loop: for each step, loss = step_loss(step), backward, clip, AdamW step at the scheduled
 // LR, zero grads. Logs every log_every steps (plus the first and last) the mean loss of the
@@ -61,9 +64,11 @@ TrainReport run_loop(const TrainSchedule& schedule, std::vector<at::Tensor> para
                      const std::function<at::Tensor(int64_t)>& step_loss, const LogFn& log,
                      const std::function<std::string()>& extra_log = {});
 
-// train_log.json: kind, options, steps, timing, metrics, loss curve, torch version.
+// train_log.json: kind, options, steps, timing, metrics, loss curve, torch version; for continued
+// training (init: the checkpoint it started from), that checkpoint's own train_log.json as
+// "init_train_log", so the log keeps every stage that made the weights.
 void write_train_log(const std::filesystem::path& file, const std::string& kind, const nlohmann::ordered_json& options,
-                     const TrainReport& report);
+                     const TrainReport& report, const std::filesystem::path& init = {});
 nlohmann::ordered_json schedule_json(const TrainSchedule& s);
 nlohmann::ordered_json corpus_json(const CorpusOptions& c, const std::string& natural_source);
 

@@ -159,12 +159,7 @@ DocPools target_pools(const Tokenizer& tok, const TargetTrainOptions& o, const L
 // A random init for the seed, then (continued training) the weights of o.init when given.
 ParamMap target_params(const TargetTrainOptions& o, const ModelConfig& cfg, c10::Device device, const LogFn& log) {
   ParamMap params = init_qwen3_params(cfg, o.schedule.seed, device);
-  if (!o.init.empty()) {
-    const Checkpoint ck = Checkpoint::open(o.init);
-    at::NoGradGuard no_grad;
-    for (auto& [name, t] : params) t.copy_(ck.load(name, device, at::kFloat, t.sizes().vec()));
-    emit(log, fmt::format("init: weights from {} (continued training)", o.init.string()));
-  }
+  if (!o.init.empty()) load_init_weights(params, o.init, device, log);
   return params;
 }
 
@@ -215,7 +210,8 @@ TrainReport train_target(const TargetTrainOptions& o, const LogFn& log) {
   save_qwen3(o.out, params, cfg);
   emit(log, fmt::format("saved {} ({} steps, {:.1f} s, {:.3f} s/step)", o.out.string(), r.steps_done, r.seconds, r.step_seconds));
   if (o.eval_n > 0) evaluate_target(o, r, log);
-  write_train_log(o.out / "train_log.json", "target", target_options_json(o, pools.natural_source, n_params), r);
+  write_train_log(o.out / "train_log.json", "target", target_options_json(o, pools.natural_source, n_params), r,
+                  o.init);
   return r;
 }
 
