@@ -16,6 +16,7 @@
 #include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <unistd.h>
 #include <filesystem>
@@ -31,6 +32,7 @@
 #include "harness/train/bpe_trainer.h"
 #include "harness/train/checkpoint_writer.h"
 #include "harness/train/eagle3.h"
+#include "harness/train/eval.h"
 #include "harness/train/loop.h"
 #include "harness/train/optimizer.h"
 #include "harness/train/safetensors_writer.h"
@@ -442,4 +444,47 @@ TEST(TrainInit, ContinuedTrainingStartsFromTheCheckpointAndKeepsItsLog) {
   }
   fs::remove_all(hd);
   fs::remove_all(out);
+}
+
+// `train eagle3 --regenerate N`: a chat document keeps its prompt and gets the target's own greedy
+// answer. Reference: the bundled target's greedy continuation recorded when it was trained
+// (tests/data/bundled-greedy.json, `ears-bench generate`), not this function's engine call.
+TEST(TrainRegenerate, ChatDocumentsGetTheTargetsOwnGreedyAnswer) {
+  const fs::path models = ears::test::source_dir() / "models";
+  const auto rec = nlohmann::json::parse(ears::test::read_file(ears::test::source_dir() / "tests/data/bundled-greedy.json"));
+  const ears::Tokenizer tok = ears::Tokenizer::load(models / "tiny-qwen3");
+  ears::TrainDoc d;
+  d.ids = tok.encode(ears::qwen3_chat_prompt(rec["question"].get<std::string>(), false));
+  ASSERT_EQ(static_cast<int64_t>(d.ids.size()), rec["prompt_tokens"].get<int64_t>());
+  d.weight.assign(d.ids.size(), 0.0f);
+  const std::vector<int32_t> prompt = d.ids;
+  for (int32_t t : {318, 852, 431}) {  // a dataset answer to be replaced
+    d.ids.push_back(t);
+    d.weight.push_back(1.0f);
+  }
+  std::vector<ears::TrainDoc> docs = {d, d, d};
+  std::vector<std::string> log;
+  ears::regenerate_answers(models / "tiny-qwen3", docs, 2, rec["max_new_tokens"].get<int64_t>(),
+                           [&](const std::string& l) { log.push_back(l); });
+  const auto want = rec["output_ids"].get<std::vector<int32_t>>();
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_EQ(docs[i].ids.size(), prompt.size() + want.size());
+    EXPECT_TRUE(std::equal(prompt.begin(), prompt.end(), docs[i].ids.begin())) << "the prompt is kept";
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), docs[i].ids.begin() + static_cast<std::ptrdiff_t>(prompt.size())));
+    EXPECT_EQ(std::count(docs[i].weight.begin(), docs[i].weight.end(), 1.0f), static_cast<std::ptrdiff_t>(want.size()));
+    EXPECT_EQ(std::count(docs[i].weight.begin(), docs[i].weight.end(), 0.0f), static_cast<std::ptrdiff_t>(prompt.size()));
+  }
+  EXPECT_EQ(docs[2].ids, d.ids) << "only the first n documents";
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_NE(log[0].find("replace 2 of the first 2"), std::string::npos) << log[0];
+  // An answer cut at max_new_tokens (no stop) keeps the dataset's answer.
+  std::vector<ears::TrainDoc> cut = {d};
+  ears::regenerate_answers(models / "tiny-qwen3", cut, 1, 10, {});
+  EXPECT_EQ(cut[0].ids, d.ids);
+  // A document with no prompt before its answer is one error, not an empty prompt.
+  ears::TrainDoc all_answer = d;
+  all_answer.weight.assign(all_answer.ids.size(), 1.0f);
+  std::vector<ears::TrainDoc> bad = {all_answer};
+  EXPECT_THROW(ears::regenerate_answers(models / "tiny-qwen3", bad, 1, 10, {}), ears::Error);
 }

@@ -98,6 +98,9 @@ void add_train_commands(CLI::App& app, CommonOptions& common, int& exit_code) {
     sub->add_option("--aux-layers", *aux, "Target hidden states (entering layer i), e.g. \"1,3,5\" (default 1, L/2, L-1)");
     sub->add_option("--ttt", o->ttt_steps, "Training-time-test unroll steps")->capture_default_str();
     sub->add_option("--init", o->init, "Start from this head's weights (continued training, same architecture)");
+    sub->add_option("--regenerate", o->regenerate,
+                    "Answer the first N chat documents with the target's own greedy output (self-distillation)")
+        ->capture_default_str();
     sub->add_option("--heads", o->arch.heads)->capture_default_str();
     sub->add_option("--kv-heads", o->arch.kv_heads)->capture_default_str();
     sub->add_option("--head-dim", o->arch.head_dim)->capture_default_str();

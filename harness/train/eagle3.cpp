@@ -243,6 +243,7 @@ ojson eagle3_options_json(const Eagle3TrainOptions& o, const std::vector<int>& a
                     {"intermediate", o.arch.intermediate}, {"aux_layers", aux}}},
           {"schedule", schedule_json(o.schedule)}, {"corpus", corpus_json(o.corpus, natural_source)},
           {"natural_fraction", o.natural_fraction}, {"ttt_steps", o.ttt_steps},
+          {"regenerate", o.regenerate},
           {"warm_start_lm_head", o.warm_start_lm_head}, {"init", o.init.string()}, {"parameters", n_params}};
 }
 
@@ -253,6 +254,7 @@ TrainReport train_eagle3(const Eagle3TrainOptions& o, const LogFn& log) {
   set_threads(s.threads);
   const c10::Device device = parse_device(s.device, "--device");
   if (o.ttt_steps < 1) fail("--ttt must be at least 1");
+  if (o.regenerate < 0) fail("--regenerate {}: give 0 (off) or a number of chat documents", o.regenerate);
   const c10::ScalarType compute = parse_dtype(s.dtype, "--dtype");
   const CausalLM target = CausalLM::load(o.target, device, compute);
   const ModelConfig& tc = target.config();
@@ -261,9 +263,10 @@ TrainReport train_eagle3(const Eagle3TrainOptions& o, const LogFn& log) {
   const ModelConfig hc = eagle3_config(o.arch, tc);
 
   const double t0 = now_s();
-  const DocPools pools = build_doc_pools(tok, o.corpus, /*prompt_weight=*/0.0f);
+  DocPools pools = build_doc_pools(tok, o.corpus, /*prompt_weight=*/0.0f);
   emit(log, fmt::format("data: {} chat documents, {} natural documents from {}; {:.1f} s", pools.chat.size(), pools.natural.size(),
                         pools.natural_source, now_s() - t0));
+  if (o.regenerate > 0) regenerate_answers(o.target, pools.chat, o.regenerate, o.schedule.seq_len, log);
   DocSampler sampler(pools, o.natural_fraction, s.seed);
   ParamMap params = eagle3_params(o, target, hc, aux.size(), device, log);
   const int64_t n_params = numel_total(params);

@@ -47,6 +47,8 @@ struct Eagle3TrainOptions {
   bool warm_start_lm_head = true;
   std::filesystem::path init;       // non-empty: start from this head's weights (continued training;
                                     // same architecture), not from a random init
+  int64_t regenerate = 0;           // > 0: the first N chat documents answered by the target itself
+                                    // (greedy, harness/train/eval.h regenerate_answers)
   int64_t eval_n = 0;               // > 0: tau at gamma 5 (greedy) on that many synth-gsm test problems
   int eval_gamma = 5;
   int64_t eval_max_new_tokens = 200;

@@ -1,5 +1,7 @@
 #include "harness/train/eval.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -13,11 +15,33 @@
 #include "decoders/runtime.h"
 #include "decoders/tokenizer.h"
 #include "harness/run/decode_params.h"
+#include "harness/base/error.h"
 #include "harness/train/corpus.h"
+#include "harness/train/loop.h"
 
 namespace ears {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// Greedy decoding (T = 0) of gamma draft tokens a step (0: target alone), stopping at the
+// tokenizer's and the config's stop ids.
+DecodeParams greedy_params(const CausalLM& target, const Tokenizer& tok, int gamma, int64_t max_new_tokens) {
+  runner::DecodeSettings s;
+  s.temperature = 0;
+  s.gamma = gamma;
+  s.max_new_tokens = max_new_tokens;
+  s.draft_sampling = "greedy";
+  s.verifier = "greedy";
+  s.distortion = false;
+  std::vector<int32_t> stop_ids = tok.stop_token_ids();
+  for (int64_t e : target.config().eos_token_ids)
+    if (std::find(stop_ids.begin(), stop_ids.end(), e) == stop_ids.end()) stop_ids.push_back(static_cast<int32_t>(e));
+  return runner::decode_params(s, std::move(stop_ids));
+}
+
+}  // namespace
 
 EvalResult evaluate_pair(const fs::path& target_dir, const fs::path& draft_dir, int64_t n, int gamma, int64_t max_new_tokens,
                          const std::string& dtype) {
@@ -32,17 +56,7 @@ EvalResult evaluate_pair(const fs::path& target_dir, const fs::path& draft_dir, 
     drafter = make_eagle3_drafter(*head);
   }
   const auto problems = synth_gsm_pairs(static_cast<std::size_t>(n), 0, "test");
-  runner::DecodeSettings s;
-  s.temperature = 0;
-  s.gamma = drafter ? gamma : 0;
-  s.max_new_tokens = max_new_tokens;
-  s.draft_sampling = "greedy";
-  s.verifier = "greedy";
-  s.distortion = false;
-  std::vector<int32_t> stop_ids = tok.stop_token_ids();
-  for (int64_t e : target.config().eos_token_ids)
-    if (std::find(stop_ids.begin(), stop_ids.end(), e) == stop_ids.end()) stop_ids.push_back(static_cast<int32_t>(e));
-  const DecodeParams dp = runner::decode_params(s, std::move(stop_ids));
+  const DecodeParams dp = greedy_params(target, tok, drafter ? gamma : 0, max_new_tokens);
   Engine engine(target, drafter.get(), &tok);
   EvalResult res;
   int64_t correct = 0, steps = 0, emitted = 0, tokens = 0;
@@ -72,6 +86,46 @@ EvalResult evaluate_pair(const fs::path& target_dir, const fs::path& draft_dir, 
   res.tau = steps ? static_cast<double>(emitted) / static_cast<double>(steps) : 0;
   res.tokens_per_s = seconds > 0 ? static_cast<double>(tokens) / seconds : 0;
   return res;
+}
+
+void regenerate_answers(const fs::path& target_dir, std::vector<TrainDoc>& docs, int64_t n, int64_t max_new_tokens,
+                        const LogFn& log) {
+  const double t0 = now_s();
+  const CausalLM target = CausalLM::load(target_dir, c10::Device(c10::kCPU), std::nullopt);
+  const Tokenizer tok = Tokenizer::load(target_dir);
+  const DecodeParams dp = greedy_params(target, tok, 0, max_new_tokens);
+  Engine engine(target, nullptr, &tok);
+  const std::size_t count = std::min(docs.size(), static_cast<std::size_t>(std::max<int64_t>(n, 0))), batch = 16;
+  std::size_t replaced = 0, tokens = 0;
+  for (std::size_t i = 0; i < count; i += batch) {
+    std::vector<GenRequest> reqs;
+    std::vector<std::size_t> prompt_len;
+    for (std::size_t j = i; j < std::min(count, i + batch); ++j) {
+      const TrainDoc& d = docs[j];
+      const auto first_answer = std::find(d.weight.begin(), d.weight.end(), 1.0f);
+      prompt_len.push_back(static_cast<std::size_t>(first_answer - d.weight.begin()));
+      if (prompt_len.back() == 0 || first_answer == d.weight.end())
+        fail("regenerate: chat document {} has no prompt before its answer (prompt tokens need a weight below 1)", j);
+      GenRequest g;
+      g.prompt.assign(d.ids.begin(), d.ids.begin() + static_cast<std::ptrdiff_t>(prompt_len.back()));
+      g.key = std::to_string(j);
+      reqs.push_back(std::move(g));
+    }
+    const std::vector<GenResult> out = engine.generate(reqs, dp);
+    for (std::size_t k = 0; k < out.size(); ++k) {
+      if (out[k].finish_reason != "eos") continue;  // cut at max_new_tokens: keep the dataset's answer
+      TrainDoc& d = docs[i + k];
+      d.ids.resize(prompt_len[k]);
+      d.weight.resize(prompt_len[k]);
+      d.ids.insert(d.ids.end(), out[k].ids.begin(), out[k].ids.end());
+      d.weight.insert(d.weight.end(), out[k].ids.size(), 1.0f);
+      ++replaced;
+      tokens += out[k].ids.size();
+    }
+  }
+  emit(log, fmt::format("regenerate: the target's greedy answers replace {} of the first {} chat documents ({} tokens, "
+                        "{:.1f} s); {} keep the dataset's answer (no stop within {} tokens)",
+                        replaced, count, tokens, now_s() - t0, count - replaced, max_new_tokens));
 }
 
 }  // namespace ears
