@@ -14,8 +14,8 @@
 #include "decoders/engine.h"
 #include "decoders/runtime.h"
 #include "decoders/tokenizer.h"
-#include "harness/run/decode_params.h"
 #include "harness/base/error.h"
+#include "harness/run/decode_params.h"
 #include "harness/train/corpus.h"
 #include "harness/train/loop.h"
 
