@@ -22,8 +22,8 @@ EvalResult evaluate_pair(const std::filesystem::path& target, const std::filesys
 struct TrainDoc;
 using LogFn = std::function<void(const std::string&)>;
 // Self-distillation (SpecForge's regenerate_train_data; ../shared/notes/eagle3-training.md §6):
-// the first n chat documents keep their prompt (the tokens before the first answer token, weight 1)
-// and get the target's own greedy answer instead of the dataset's (weight 1, <|im_end|> included),
+// the first n chat documents keep their prompt (the tokens before the first weight-1 token) and get
+// the target's own greedy answer instead of the dataset's (weight 1, <|im_end|> included),
 // so the head learns the continuations it will be asked to predict at T = 0. A document whose
 // answer reaches max_new_tokens without a stop keeps the dataset's answer. Logs one line.
 void regenerate_answers(const std::filesystem::path& target, std::vector<TrainDoc>& docs, int64_t n,

@@ -4,7 +4,6 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/Reduction.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/core/grad_mode.h>
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/embedding.h>
 #include <ATen/ops/ones.h>
@@ -17,7 +16,6 @@
 #include "decoders/aten_operators.h"
 #include "decoders/layers.h"
 #include "decoders/runtime.h"
-#include "decoders/safetensors.h"
 #include "decoders/tokenizer.h"
 #include "harness/base/error.h"
 #include "harness/train/batch.h"
