@@ -361,6 +361,9 @@ TEST(BenchCli, E2eOnTinyPair) {
   json j = run_json("bench e2e --target '" + (fx / "qwen3-tiny").string() + "' --draft '" + (fx / "eagle3-tiny").string() +
                     "' --quick --json --max-new-tokens 16");
   expect_header(j, "e2e", 2);
+  // The fixture has no tokenizer.json: the fixed pseudo-random prompt, and the report says so.
+  EXPECT_EQ(j["prompt_ids"].size(), 32u);
+  EXPECT_NE(j.value("prompt_source", "").find("pseudo-random"), std::string::npos) << j.value("prompt_source", "");
   // The target's dtypes and kernel path: `--dtype auto` resolved.
   ASSERT_TRUE(j["env"].contains("model")) << j["env"].dump();
   EXPECT_EQ(j["env"]["model"].value("dtype_requested", ""), "auto");
@@ -385,6 +388,18 @@ TEST(BenchCli, E2eOnTinyPair) {
                          r["other_ms"].get<double>();
     EXPECT_LE(split, r["latency_ms"].get<double>() * 1.0001 + 1e-6) << r.dump();
   }
+}
+
+// With a tokenizer the default request is the text the pair is measured on (quickstart-greedy's first
+// problem as a chat prompt), where the bundled head drafts well; on the pseudo-random ids its tau is ~1.6.
+TEST(BenchCli, E2eDefaultPromptIsTheQuickstartsFirstProblem) {
+  const fs::path models = ears::test::source_dir() / "models";
+  json j = run_json("bench e2e --target '" + (models / "tiny-qwen3").string() + "' --draft '" +
+                    (models / "tiny-eagle3").string() + "' --quick --json --temperature 0 --max-new-tokens 48");
+  EXPECT_EQ(j.value("prompt_source", ""), "synth-gsm/test/0/0, chat, thinking off");
+  EXPECT_GT(j["prompt_ids"].size(), 40u);
+  ASSERT_EQ(j["rows"].size(), 4u);
+  EXPECT_GT(j["rows"][1]["mean_accept_length"].get<double>(), 4.0) << j["rows"][1].dump();
 }
 
 TEST(BenchCli, BadInputIsOneLineError) {

@@ -24,6 +24,8 @@
 #include "harness/base/error.h"
 #include "harness/run/model_setup.h"
 #include "harness/run/decode_params.h"
+#include "datasets/synth_gsm.h"
+#include "decoders/tokenizer.h"
 
 namespace ears {
 using namespace bench;
@@ -50,6 +52,25 @@ std::vector<int32_t> parse_prompt_ids(const std::string& text) {
     ids.push_back(static_cast<int32_t>(v));
   }
   return ids;
+}
+
+// --prompt-ids when given; else the text the bundled pair is measured on (quickstart-greedy's first
+// request: synth-gsm test problem 0, zero-shot, chat, thinking off) when the target has a tokenizer;
+// else a fixed pseudo-random prompt of 32 ids. `source` says which.
+std::vector<int32_t> default_or_given_prompt(const E2eBenchArgs& a, const LoadedModels& m, int64_t V,
+                                             std::string& source) {
+  std::vector<int32_t> prompt = parse_prompt_ids(a.prompt_ids);
+  if (!prompt.empty()) {
+    source = "--prompt-ids";
+  } else if (m.tokenizer) {
+    const Request r = synth_gsm(1, 0, "test").at(0);
+    prompt = m.tokenizer->encode(qwen3_chat_prompt(r.prompt, /*thinking=*/false));
+    source = r.id + ", chat, thinking off";
+  } else {
+    for (int64_t i = 0; i < 32; ++i) prompt.push_back(static_cast<int32_t>((17 + 7919 * i) % std::min<int64_t>(V, 30000)));
+    source = "pseudo-random: the target has no tokenizer.json";
+  }
+  return prompt;
 }
 
 // The arms, taking turns run by run.
@@ -121,16 +142,16 @@ void time_temperature(double T, const E2eBenchArgs& a, int repeats, const std::v
 
 // The JSON document and its Markdown, printed.
 void emit_e2e(const E2eBenchArgs& a, const BenchCommon& c, c10::Device device, int repeats, json env, json bw,
-              const std::vector<int32_t>& prompt, const json& rows) {
+              const std::vector<int32_t>& prompt, const std::string& prompt_source, const json& rows) {
   bw.push_back(bandwidth_json(measure_bandwidth(bandwidth_options(c, device)), "end"));
 
   json doc = bench_doc("e2e", env, bw);
   doc["conventions"]["run"] = fmt::format(
-      "one request of {} prompt ids, exactly {} new tokens (stop ids ignored), gamma {}, the median-latency run of "
+      "one request of {} prompt ids ({}), exactly {} new tokens (stop ids ignored), gamma {}, the median-latency run of "
       "{} per arm (after a short warm-up; the arms take turns run by run); tokens_per_s = new tokens / latency incl. "
       "prefill; speedup = the median over the rounds of the target alone's ms per token ÷ the arm's in that round "
       "(paired); distortion metric {}",
-      prompt.size(), a.max_new_tokens, a.gamma, repeats, a.distortion ? "on" : "off");
+      prompt.size(), prompt_source, a.max_new_tokens, a.gamma, repeats, a.distortion ? "on" : "off");
   doc["conventions"]["split"] =
       "GenStats: prefill (incl. first token + drafter begin), draft (propose + accept), verify (target forward + "
       "process_logits + verify + the step's host copy), other (host bookkeeping); host_syncs includes the prefill's";
@@ -138,6 +159,7 @@ void emit_e2e(const E2eBenchArgs& a, const BenchCommon& c, c10::Device device, i
   doc["draft"] = a.draft;
   doc["draft_kind"] = a.draft_kind;
   doc["prompt_ids"] = prompt;
+  doc["prompt_source"] = prompt_source;
   doc["rows"] = rows;
 
   std::string md = "## ears-bench bench e2e\n\n" + env_line(doc["env"]) + "\n" + bandwidth_lines(bw);
@@ -181,9 +203,8 @@ int run_bench_e2e(const E2eBenchArgs& a, const BenchCommon& c) {
   LoadedModels m = load_models(setup, /*need_tokenizer=*/false);
   env["model"] = model_environment_json(*m.target, a.dtype);
   const int64_t V = m.target->config().vocab_size;
-  std::vector<int32_t> prompt = parse_prompt_ids(a.prompt_ids);
-  if (prompt.empty())  // a fixed pseudo-random prompt of 32 ids
-    for (int64_t i = 0; i < 32; ++i) prompt.push_back(static_cast<int32_t>((17 + 7919 * i) % std::min<int64_t>(V, 30000)));
+  std::string prompt_source;
+  const std::vector<int32_t> prompt = default_or_given_prompt(a, m, V, prompt_source);
   for (int32_t id : prompt)
     if (id >= V) fail("--prompt-ids: id {} is outside the target vocabulary of {} ids", id, V);
 
@@ -200,7 +221,7 @@ int run_bench_e2e(const E2eBenchArgs& a, const BenchCommon& c) {
                                  {"speculative", &speculative, VerifierSpec::Typical}};
   json rows = json::array();
   for (double T : temps) time_temperature(T, a, repeats, arms, req, rows);
-  emit_e2e(a, c, device, repeats, env, bw, prompt, rows);
+  emit_e2e(a, c, device, repeats, env, bw, prompt, prompt_source, rows);
   return 0;
 }
 

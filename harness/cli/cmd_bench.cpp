@@ -95,7 +95,7 @@ void add_bench_commands(CLI::App& app, CommonOptions& common, int& exit_code) {
     sub->add_option("--draft", args->draft, "Draft checkpoint directory")->required();
     sub->add_option("--draft-kind", args->draft_kind, "eagle3 | model")->capture_default_str();
     sub->add_option("--dtype", args->dtype, "auto | bfloat16 | float32 | float16")->capture_default_str();
-    sub->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids (default: a fixed 32-id prompt)");
+    sub->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids (default: synth-gsm test problem 0 as a chat prompt, or 32 pseudo-random ids without a tokenizer)");
     sub->add_option("--temperature", args->temperatures, "Temperatures, e.g. 0,0.9 (default: 0 and 0.9)")->delimiter(',');
     sub->add_option("--gamma", args->gamma, "Draft tokens per step")->capture_default_str();
     sub->add_option("--max-new-tokens", args->max_new_tokens)->capture_default_str();
