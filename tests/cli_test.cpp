@@ -225,6 +225,30 @@ TEST(Cli, GenerateRejectsBadOptions) {
   }
 }
 
+// `train eagle3 --draft-vocab`: a negative size, more ids than the target has, or a size other than
+// the one an --init head already scores is one line naming the flag, before any training.
+TEST(Cli, TrainDraftVocabRejectsBadSizes) {
+  const fs::path models = ears::test::source_dir() / "models";
+  const fs::path out = ears::test::temp_dir("draft-vocab");
+  const std::string t = "train eagle3 --target " + (models / "tiny-qwen3").string() + " --out " + (out / "h").string();
+  expect_one_line_error(run_ears(t + " --draft-vocab -1"), "--draft-vocab -1");
+  expect_one_line_error(run_ears(t + " --draft-vocab 2049"), "2048");
+  // One step from the bundled head, cut to 256 ids: saved with that vocabulary, which a second
+  // run from it keeps and may not resize.
+  const auto r = run_ears(t + " --init " + (models / "tiny-eagle3").string() +
+                          " --draft-vocab 256 --steps 1 --batch 1 --seq-len 64 --eval-n 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto cfg = nlohmann::json::parse(ears::test::read_file(out / "h/config.json"));
+  EXPECT_EQ(cfg["draft_vocab_size"], 256);
+  EXPECT_EQ(cfg["vocab_size"], 2048);
+  const auto log = nlohmann::json::parse(ears::test::read_file(out / "h/train_log.json"));
+  EXPECT_EQ(log["options"]["draft_vocab"]["source"], "frequency");
+  const std::string again = "train eagle3 --target " + (models / "tiny-qwen3").string() + " --out " +
+                            (out / "h2").string() + " --init " + (out / "h").string() + " --steps 1 --batch 1 --seq-len 64";
+  expect_one_line_error(run_ears(again + " --draft-vocab 128"), "already scores 256 ids");
+  fs::remove_all(out);
+}
+
 // --threads follows one rule everywhere (decoders/threads.h): 0 = auto, 1 .. 4 x the logical
 // CPUs; anything else is a one-line error naming --threads, exit 2, before any work (10000 used
 // to hang, -3 was silently ignored).

@@ -8,10 +8,13 @@
 #include <ATen/ops/cat.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/index_select.h>
+#include <ATen/ops/log_softmax.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/rand.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/randn_like.h>
+#include <ATen/ops/softmax.h>
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
@@ -31,6 +34,7 @@
 #include "harness/train/batch.h"
 #include "harness/train/bpe_trainer.h"
 #include "harness/train/checkpoint_writer.h"
+#include "harness/train/draft_vocab.h"
 #include "harness/train/eagle3.h"
 #include "harness/train/eval.h"
 #include "harness/train/loop.h"
@@ -487,4 +491,111 @@ TEST(TrainRegenerate, ChatDocumentsGetTheTargetsOwnGreedyAnswer) {
   all_answer.weight.assign(all_answer.ids.size(), 1.0f);
   std::vector<ears::TrainDoc> bad = {all_answer};
   EXPECT_THROW(ears::regenerate_answers(models / "tiny-qwen3", bad, 1, 10, {}), ears::Error);
+}
+
+// ---- the reduced draft vocabulary (train eagle3 --draft-vocab) -------------------------------
+
+// The n most frequent loss-bearing ids, by hand: weights 0 (prompt tokens) do not count, ties go to
+// the smaller id, ids that never occur fill up from the smallest; d2t / t2d are the HF layout.
+TEST(DraftVocab, TheMostFrequentLossBearingIds) {
+  ears::DocPools pools;
+  pools.chat.push_back({{9, 9, 9, 9, 5, 5, 5, 7, 7}, {0, 0, 0, 0, 1, 1, 1, 1, 1}});  // 9 only in the prompt
+  pools.natural.push_back({{7, 2, 2, 4}, {1, 1, 1, 1}});  // counts: 5:3, 7:3, 2:2, 4:1
+  const ears::DraftVocab v = ears::frequent_draft_vocab(pools, 3, 12);
+  EXPECT_EQ(v.ids, (std::vector<int64_t>{2, 5, 7}));
+  EXPECT_EQ(v.source, "frequency");
+  EXPECT_DOUBLE_EQ(v.coverage, 8.0 / 9.0);
+  const at::Tensor d2t = v.d2t(), t2d = v.t2d(), back = v.target_to_draft();
+  EXPECT_EQ(std::vector<int64_t>(d2t.data_ptr<int64_t>(), d2t.data_ptr<int64_t>() + 3), (std::vector<int64_t>{2, 4, 5}));
+  ASSERT_EQ(t2d.numel(), 12);
+  for (int64_t t = 0; t < 12; ++t) {
+    const bool inside = t == 2 || t == 5 || t == 7;
+    EXPECT_EQ(t2d[t].item<bool>(), inside) << t;
+    EXPECT_EQ(back[t].item<int64_t>(), t == 2 ? 0 : t == 5 ? 1 : t == 7 ? 2 : -1) << t;
+  }
+  // Tie at the cut (4 and no other) and the fill: 6 of 12 takes 2, 4, 5, 7 and then ids 0, 1.
+  EXPECT_EQ(ears::frequent_draft_vocab(pools, 6, 12).ids, (std::vector<int64_t>{0, 1, 2, 4, 5, 7}));
+  EXPECT_THROW(ears::frequent_draft_vocab(pools, 13, 12), ears::Error);
+  EXPECT_THROW(ears::frequent_draft_vocab(pools, 0, 12), ears::Error);
+}
+
+// A head over a reduced vocabulary: the TTT loss is the soft cross-entropy against the target's
+// softmax over the draft ids only, on the slots whose target argmax is a draft id (computed here
+// from the whole-vocabulary head's logits); saved, it loads with that d2t and scores the same rows.
+TEST(DraftVocab, TttLossOverTheDraftIdsAndTheSavedHeadScoresThem) {
+  const ears::Tokenizer tok = ears::Tokenizer::load(micro_tokenizer_dir());
+  const ears::ModelConfig tc = ears::qwen3_config(micro_arch(), tok.vocab_size(), *tok.token_to_id("<|im_end|>"));
+  const fs::path td = temp_dir("dv_target"), hd = temp_dir("dv_head");
+  ears::save_qwen3(td, ears::init_qwen3_params(tc, 5), tc);
+  const ears::CausalLM target = ears::CausalLM::load(td, c10::Device(c10::kCPU), at::kFloat);
+  ears::Eagle3Arch arch;
+  arch.head_dim = 16;
+  arch.intermediate = 64;
+  const std::vector<int> aux = {0, 1, 1};
+  const ears::ModelConfig full_hc = ears::eagle3_config(arch, tc);
+  const ears::ParamMap full = ears::init_eagle3_params(full_hc, 3, 4, target.lm_head_weight(), {});
+
+  const std::vector<int32_t> doc = tok.encode(ears::qwen3_chat_prompt("Tom has 3 apples and buys 4 more.", false) + "He has 7.");
+  const int64_t N = static_cast<int64_t>(doc.size());
+  const at::Tensor ids = at::tensor(std::vector<int64_t>(doc.begin(), doc.end()), at::kLong).view({1, N});
+  ears::ForwardOptions fo;
+  fo.aux_layers = aux;
+  const ears::ForwardOutput tf = target.forward(ids, fo);
+  const at::Tensor feats = at::cat(tf.aux_hidden, -1);
+  // The draft ids: every other id of the vocabulary, plus the target's argmax at half the slots.
+  const at::Tensor arg = tf.logits.argmax(-1)[0];
+  std::vector<bool> take(static_cast<size_t>(tc.vocab_size), false);
+  for (int64_t t = 0; t < tc.vocab_size; t += 2) take[t] = true;
+  for (int64_t i = 0; i < N; i += 2) take[arg[i].item<int64_t>()] = true;
+  ears::DraftVocab v;
+  v.target_vocab = tc.vocab_size;
+  for (int64_t t = 0; t < tc.vocab_size; ++t)
+    if (take[t]) v.ids.push_back(t);
+  ears::ModelConfig hc = full_hc;
+  hc.vocab_size = v.size();
+  ears::ParamMap p = full;
+  p["lm_head.weight"] = full.at("lm_head.weight").index_select(0, v.index());
+
+  at::NoGradGuard no_grad;
+  const ears::TttOutput whole = ears::eagle3_ttt_forward(full, full_hc, target.embedding_weight(), feats, tf.logits, ids,
+                                                         at::ones({1, N}), 1, true);
+  const ears::TttOutput cut = ears::eagle3_ttt_forward(p, hc, target.embedding_weight(), feats, tf.logits, ids,
+                                                       at::ones({1, N}), 1, true, v.index());
+  // The reference, slot by slot: slot t predicts token t+1 with teacher target_logits[t+1].
+  double sum = 0, slots = 0, correct = 0;
+  for (int64_t t = 0; t + 2 <= N - 1; ++t) {
+    const at::Tensor tl = tf.logits[0][t + 1], dl = whole.logits[0][0][t];
+    const int64_t a = tl.argmax().item<int64_t>();
+    if (!take[a]) continue;
+    const at::Tensor teacher = at::softmax(tl.index_select(0, v.index()), 0);
+    sum += -(teacher * at::log_softmax(dl.index_select(0, v.index()), 0)).sum().item<double>();
+    slots += 1;
+    correct += v.ids[dl.index_select(0, v.index()).argmax().item<int64_t>()] == a;
+  }
+  ASSERT_GT(slots, 2.0);
+  ASSERT_LT(slots, N - 2.0) << "some slots must lie outside the draft ids for the test to mean anything";
+  EXPECT_EQ(cut.count[0].item<double>(), slots);
+  EXPECT_NEAR(cut.loss[0].item<double>(), sum / slots, 1e-4 * std::max(1.0, sum / slots));
+  EXPECT_EQ(cut.correct[0].item<double>(), correct);
+  EXPECT_NE(cut.loss[0].item<double>(), whole.loss[0].item<double>());
+
+  // Saved with its d2t / t2d: the loaded head maps draft id i to v.ids[i] and scores those rows.
+  {
+    at::NoGradGuard g;
+    for (auto& [n, t] : p) t.copy_(t.to(at::kBFloat16).to(at::kFloat));
+  }
+  ears::save_eagle3(hd, p, hc, tc, aux, v);
+  const ears::Eagle3Head head = ears::Eagle3Head::load(hd, target);
+  ASSERT_EQ(head.draft_vocab(), v.size());
+  EXPECT_TRUE(at::equal(head.draft_to_target(), v.index()));
+  const ears::DraftVocab back = ears::checkpoint_draft_vocab(hd, tc.vocab_size);
+  EXPECT_EQ(back.ids, v.ids);
+  EXPECT_EQ(back.source, "init");
+  ears::KVCache cache = head.new_cache(1, N + 8);
+  const auto o = head.forward(ids.narrow(1, 1, N - 4), feats.narrow(1, 0, N - 4), true, cache);
+  const ears::TttOutput again = ears::eagle3_ttt_forward(p, hc, target.embedding_weight(), feats, tf.logits, ids,
+                                                         at::ones({1, N}), 1, true, v.index());
+  EXPECT_LT((o.logits[0] - again.logits[0][0].narrow(0, 0, N - 4)).abs().max().item<double>(), 1e-3);
+  fs::remove_all(td);
+  fs::remove_all(hd);
 }

@@ -101,6 +101,9 @@ void add_train_commands(CLI::App& app, CommonOptions& common, int& exit_code) {
     sub->add_option("--regenerate", o->regenerate,
                     "Answer the first N chat documents with the target's own greedy output (self-distillation)")
         ->capture_default_str();
+    sub->add_option("--draft-vocab", o->draft_vocab,
+                    "Score only the N most frequent target ids of the training answers (EAGLE-3's d2t / t2d); 0 = --init's, else every id")
+        ->capture_default_str();
     sub->add_option("--heads", o->arch.heads)->capture_default_str();
     sub->add_option("--kv-heads", o->arch.kv_heads)->capture_default_str();
     sub->add_option("--head-dim", o->arch.head_dim)->capture_default_str();

@@ -1,8 +1,6 @@
 #include "harness/train/checkpoint_writer.h"
 
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/ones.h>
-#include <ATen/ops/zeros.h>
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -172,11 +170,15 @@ std::string eagle3_config_json(const ModelConfig& c, const ModelConfig& t, const
 }
 
 void save_eagle3(const fs::path& dir, const ParamMap& p, const ModelConfig& c, const ModelConfig& t, const std::vector<int>& aux,
-                 c10::ScalarType save_dtype) {
+                 const DraftVocab& vocab, c10::ScalarType save_dtype) {
+  const DraftVocab v = vocab.ids.empty() ? full_draft_vocab(t.vocab_size) : vocab;
+  if (v.size() != c.vocab_size || v.target_vocab != t.vocab_size)
+    fail("save_eagle3: a draft vocabulary of {} of {} ids for a head of {} rows and a target of {} ids", v.size(),
+         v.target_vocab, c.vocab_size, t.vocab_size);
   create_output_dir(dir);
   ParamMap all = p;
-  all["d2t"] = at::zeros({c.vocab_size}, at::TensorOptions().dtype(at::kLong));
-  all["t2d"] = at::ones({t.vocab_size}, at::TensorOptions().dtype(at::kBool));
+  all["d2t"] = v.d2t();
+  all["t2d"] = v.t2d();
   save_safetensors(dir / "model.safetensors", all, save_dtype);
   write_text_file(dir / "config.json", eagle3_config_json(c, t, aux, save_dtype));
 }

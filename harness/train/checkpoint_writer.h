@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "decoders/model_config.h"
+#include "harness/train/draft_vocab.h"
 #include "harness/train/safetensors_writer.h"
 
 namespace ears {
@@ -59,9 +60,11 @@ ModelConfig eagle3_config(const Eagle3Arch& arch, const ModelConfig& target);
 std::string eagle3_config_json(const ModelConfig& head, const ModelConfig& target, const std::vector<int>& aux_layers,
                                c10::ScalarType torch_dtype);
 
-// config.json + model.safetensors (no embed_tokens.weight; d2t zeros [V] I64, t2d ones [V] BOOL).
+// config.json + model.safetensors (no embed_tokens.weight): the draft vocabulary's d2t [Vd] I64 and
+// t2d [V] BOOL, Vd = head.vocab_size (an empty `vocab`: the whole target vocabulary, d2t zeros).
 void save_eagle3(const std::filesystem::path& dir, const ParamMap& p, const ModelConfig& head, const ModelConfig& target,
-                 const std::vector<int>& aux_layers, c10::ScalarType save_dtype = c10::kBFloat16);
+                 const std::vector<int>& aux_layers, const DraftVocab& vocab = {},
+                 c10::ScalarType save_dtype = c10::kBFloat16);
 
 // ---- small file helpers shared by the training code ----------------------------------------
 

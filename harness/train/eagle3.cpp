@@ -6,6 +6,8 @@
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/embedding.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/index_select.h>
 #include <ATen/ops/log_softmax.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/ones.h>
@@ -19,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "decoders/aten_operators.h"
 #include "decoders/layers.h"
@@ -28,6 +31,7 @@
 #include "decoders/tokenizer.h"
 #include "harness/base/error.h"
 #include "harness/train/batch.h"
+#include "harness/train/draft_vocab.h"
 #include "harness/train/eval.h"
 #include "harness/train/target.h"
 
@@ -77,11 +81,34 @@ at::Tensor shift_left(const at::Tensor& x, int64_t n) {
   return at::cat({x.narrow(1, n, N - n), at::zeros(pad_shape, x.options())}, 1);
 }
 
+// The TTT teacher at every slot: probs [B, N, Vd] (detached), argmax [B, N] in draft ids, inside
+// [B, N] 1 where the target's own argmax is a draft id (undefined with the whole vocabulary).
+struct DraftTeacher {
+  at::Tensor probs, argmax, inside;
+};
+
+DraftTeacher draft_teacher(const at::Tensor& target_logits, const at::Tensor& draft_ids) {
+  DraftTeacher t;
+  const at::Tensor arg = target_logits.argmax(-1);
+  if (!draft_ids.defined()) {
+    t.probs = at::softmax(target_logits.to(at::kFloat), -1).detach();
+    t.argmax = arg;
+    return t;
+  }
+  const at::Tensor ids = draft_ids.to(target_logits.device());
+  const int64_t V = target_logits.size(-1), Vd = ids.size(0);
+  const at::Tensor to_draft = at::full({V}, -1, ids.options()).index_copy_(0, ids, at::arange(Vd, ids.options()));
+  t.probs = at::softmax(target_logits.index_select(-1, ids).to(at::kFloat), -1).detach();
+  t.argmax = to_draft.index_select(0, arg.flatten()).view_as(arg);
+  t.inside = t.argmax.ge(0).to(at::kFloat);
+  return t;
+}
+
 }  // namespace
 
 TttOutput eagle3_ttt_forward(const ParamMap& p, const ModelConfig& c, const at::Tensor& embed, const at::Tensor& features,
                              const at::Tensor& target_logits, const at::Tensor& ids, const at::Tensor& loss_mask,
-                             int ttt_steps, bool keep_logits) {
+                             int ttt_steps, bool keep_logits, const at::Tensor& draft_ids) {
   const int64_t B = ids.size(0), N = ids.size(1);
   const int64_t H = c.num_attention_heads, K = c.num_key_value_heads, hd = c.head_dim, G = H / K;
   const double eps = c.rms_norm_eps, scale = std::pow(static_cast<double>(hd), -0.5);
@@ -90,8 +117,9 @@ TttOutput eagle3_ttt_forward(const ParamMap& p, const ModelConfig& c, const at::
   const at::Tensor ar = at::arange(N, at::TensorOptions().dtype(at::kLong).device(dev));
   // Block 0: key s visible to query t iff s <= t (padding sits at the end and is never a loss slot).
   const at::Tensor blocked0 = (ar.view({1, N}) > ar.view({N, 1})).view({1, 1, 1, N, N});
-  const at::Tensor teacher_all = at::softmax(target_logits.to(at::kFloat), -1).detach();
-  const at::Tensor teacher_arg_all = target_logits.argmax(-1);
+  const DraftTeacher dt_all = draft_teacher(target_logits, draft_ids);
+  const at::Tensor& teacher_all = dt_all.probs;
+  const at::Tensor& teacher_arg_all = dt_all.argmax;
   const c10::ScalarType dt = need_param(p, "fc.weight").scalar_type();  // compute dtype = the weights' dtype
 
   at::Tensor h = layers::linear(features.to(dt), need_param(p, "fc.weight"));
@@ -129,7 +157,8 @@ TttOutput eagle3_ttt_forward(const ParamMap& p, const ModelConfig& c, const at::
     if (keep_logits) out.logits.push_back(logits);
 
     const at::Tensor teacher = shift_left(teacher_all, k + 1);
-    const at::Tensor mask = shift_left(loss_mask, k + 2);  // token t+k+2 exists and is a loss token
+    at::Tensor mask = shift_left(loss_mask, k + 2);  // token t+k+2 exists and is a loss token
+    if (dt_all.inside.defined()) mask = mask * shift_left(dt_all.inside, k + 1);  // and the teacher's argmax is draftable
     const at::Tensor ce = -(teacher * at::log_softmax(logits, -1, at::kFloat)).sum(-1);  // [B, N]
     const at::Tensor count = mask.sum();
     const at::Tensor loss = (ce * mask).sum() / count.clamp_min(1.0);  // fp32
@@ -190,17 +219,51 @@ class TttAccuracy {
   std::vector<at::Tensor> correct_, count_;
 };
 
-// The head's parameters; with warm_start_lm_head its lm_head and norm start from the target's;
-// then (continued training) the weights of o.init when given.
+// --draft-vocab checked before any work: 0 to V ids, and an --init head with a reduced vocabulary
+// keeps it (the option may only repeat its size). Returns that head's vocabulary, else nothing.
+std::optional<DraftVocab> check_draft_vocab(const Eagle3TrainOptions& o, int64_t V) {
+  if (o.draft_vocab < 0 || o.draft_vocab > V)
+    fail("--draft-vocab {}: give 1 to the target's {} ids (0 = --init's, else every id)", o.draft_vocab, V);
+  if (o.init.empty()) return std::nullopt;
+  DraftVocab v = checkpoint_draft_vocab(o.init, V);
+  if (v.full()) return std::nullopt;
+  if (o.draft_vocab != 0 && o.draft_vocab != v.size())
+    fail("--draft-vocab {}: --init {} already scores {} ids; leave --draft-vocab out to keep them", o.draft_vocab,
+         o.init.string(), v.size());
+  return v;
+}
+
+// The draft vocabulary: --init's reduced one, else the --draft-vocab most frequent loss-bearing ids
+// of the training documents, else every id.
+DraftVocab choose_draft_vocab(const Eagle3TrainOptions& o, const std::optional<DraftVocab>& init, const DocPools& pools,
+                              int64_t V) {
+  if (init) return *init;
+  if (o.draft_vocab == 0 || o.draft_vocab == V) return full_draft_vocab(V);
+  return frequent_draft_vocab(pools, o.draft_vocab, V);
+}
+
+// The head's parameters; with warm_start_lm_head its lm_head and norm start from the target's
+// (the draft vocabulary's rows); then (continued training) the weights of o.init when given — a
+// whole-vocabulary --init's lm_head cut to the draft vocabulary's rows.
 ParamMap eagle3_params(const Eagle3TrainOptions& o, const CausalLM& target, const ModelConfig& hc, std::size_t n_aux,
-                       c10::Device device, const LogFn& log) {
-  at::Tensor final_norm;
-  if (o.warm_start_lm_head)
+                       const DraftVocab& vocab, c10::Device device, const LogFn& log) {
+  at::Tensor final_norm, lm_head;
+  const at::Tensor rows = vocab.index().to(device);
+  if (o.warm_start_lm_head) {
     final_norm = Checkpoint::open(o.target).load("model.norm.weight", device, at::kFloat,
                                                  std::vector<int64_t>{target.config().hidden_size});
-  ParamMap params = init_eagle3_params(hc, static_cast<int64_t>(n_aux), o.schedule.seed,
-                                       o.warm_start_lm_head ? target.lm_head_weight() : at::Tensor(), final_norm);
-  if (!o.init.empty()) load_init_weights(params, o.init, device, log);
+    lm_head = target.lm_head_weight().index_select(0, rows);
+  }
+  ParamMap params = init_eagle3_params(hc, static_cast<int64_t>(n_aux), o.schedule.seed, lm_head, final_norm);
+  if (o.init.empty()) return params;
+  ParamMap staged = params;  // the same tensors, but lm_head shaped as --init's
+  const int64_t init_rows = Checkpoint::open(o.init).shape("lm_head.weight").at(0);
+  if (init_rows != vocab.size()) staged["lm_head.weight"] = at::zeros({init_rows, hc.hidden_size}, rows.options().dtype(at::kFloat));
+  load_init_weights(staged, o.init, device, log);
+  if (init_rows != vocab.size()) {
+    at::NoGradGuard no_grad;
+    params["lm_head.weight"] = staged["lm_head.weight"].index_select(0, rows).requires_grad_(true);
+  }
   return params;
 }
 
@@ -208,7 +271,7 @@ ParamMap eagle3_params(const Eagle3TrainOptions& o, const CausalLM& target, cons
 // on the master weights cast to the compute dtype.
 at::Tensor eagle3_step_loss(const CausalLM& target, const ParamMap& params, c10::ScalarType compute, const ModelConfig& hc,
                             const at::Tensor& embed, const PaddedBatch& b, const std::vector<int>& aux, int ttt_steps,
-                            TttAccuracy& acc) {
+                            const at::Tensor& draft_ids, TttAccuracy& acc) {
   at::Tensor logits;
   std::vector<at::Tensor> feats;
   {
@@ -220,7 +283,7 @@ at::Tensor eagle3_step_loss(const CausalLM& target, const ParamMap& params, c10:
     feats = std::move(f.aux_hidden);
   }
   TttOutput t = eagle3_ttt_forward(cast_params(params, compute), hc, embed, at::cat(feats, -1), logits, b.ids, b.loss_mask,
-                                   ttt_steps);
+                                   ttt_steps, /*keep_logits=*/false, draft_ids);
   acc.add(t);
   return t.total;
 }
@@ -237,13 +300,14 @@ void evaluate_eagle3(const Eagle3TrainOptions& o, TrainReport& r, const LogFn& l
 }
 
 ojson eagle3_options_json(const Eagle3TrainOptions& o, const std::vector<int>& aux, const std::string& natural_source,
-                          int64_t n_params) {
+                          const DraftVocab& vocab, int64_t n_params) {
   return {{"target", o.target.string()},
           {"arch", {{"heads", o.arch.heads}, {"kv_heads", o.arch.kv_heads}, {"head_dim", o.arch.head_dim},
                     {"intermediate", o.arch.intermediate}, {"aux_layers", aux}}},
           {"schedule", schedule_json(o.schedule)}, {"corpus", corpus_json(o.corpus, natural_source)},
           {"natural_fraction", o.natural_fraction}, {"ttt_steps", o.ttt_steps},
           {"regenerate", o.regenerate},
+          {"draft_vocab", {{"size", vocab.size()}, {"source", vocab.source}, {"coverage", vocab.coverage}}},
           {"warm_start_lm_head", o.warm_start_lm_head}, {"init", o.init.string()}, {"parameters", n_params}};
 }
 
@@ -260,15 +324,22 @@ TrainReport train_eagle3(const Eagle3TrainOptions& o, const LogFn& log) {
   const ModelConfig& tc = target.config();
   const Tokenizer tok = Tokenizer::load(o.target);
   const std::vector<int> aux = resolve_aux_layers(o.arch.aux_layers, static_cast<int>(tc.num_hidden_layers));
-  const ModelConfig hc = eagle3_config(o.arch, tc);
+  ModelConfig hc = eagle3_config(o.arch, tc);
+  const std::optional<DraftVocab> init_vocab = check_draft_vocab(o, tc.vocab_size);
 
   const double t0 = now_s();
   DocPools pools = build_doc_pools(tok, o.corpus, /*prompt_weight=*/0.0f);
   emit(log, fmt::format("data: {} chat documents, {} natural documents from {}; {:.1f} s", pools.chat.size(), pools.natural.size(),
                         pools.natural_source, now_s() - t0));
   if (o.regenerate > 0) regenerate_answers(o.target, pools.chat, o.regenerate, o.schedule.seq_len, log);
+  const DraftVocab vocab = choose_draft_vocab(o, init_vocab, pools, tc.vocab_size);
+  hc.vocab_size = vocab.size();
+  if (!vocab.full())
+    emit(log, fmt::format("draft vocabulary: {} of {} target ids ({}; {:.2f}% of the loss-bearing tokens)", vocab.size(),
+                          vocab.target_vocab, vocab.source, 100 * vocab.coverage));
+  const at::Tensor draft_ids = vocab.full() ? at::Tensor() : vocab.index().to(device);
   DocSampler sampler(pools, o.natural_fraction, s.seed);
-  ParamMap params = eagle3_params(o, target, hc, aux.size(), device, log);
+  ParamMap params = eagle3_params(o, target, hc, aux.size(), vocab, device, log);
   const int64_t n_params = numel_total(params);
   emit(log, fmt::format("head: hidden {}, {} heads, intermediate {}, aux layers [{}], {:.2f} M trainable parameters, TTT {} steps",
                         hc.hidden_size, hc.num_attention_heads, hc.intermediate_size, fmt::join(aux, ", "), n_params / 1e6,
@@ -280,13 +351,13 @@ TrainReport train_eagle3(const Eagle3TrainOptions& o, const LogFn& log) {
       s, values_of(params), decay_flags(params),
       [&](int64_t) {
         const PaddedBatch b = pad_batch(sampler, s.batch, s.seq_len, device);
-        return eagle3_step_loss(target, params, compute, hc, embed, b, aux, o.ttt_steps, acc);
+        return eagle3_step_loss(target, params, compute, hc, embed, b, aux, o.ttt_steps, draft_ids, acc);
       },
       log, [&] { return acc.take_text(); });
-  save_eagle3(o.out, params, hc, tc, aux);
+  save_eagle3(o.out, params, hc, tc, aux, vocab);
   emit(log, fmt::format("saved {} ({} steps, {:.1f} s, {:.3f} s/step)", o.out.string(), r.steps_done, r.seconds, r.step_seconds));
   if (o.eval_n > 0) evaluate_eagle3(o, r, log);
-  write_train_log(o.out / "train_log.json", "eagle3", eagle3_options_json(o, aux, pools.natural_source, n_params), r,
+  write_train_log(o.out / "train_log.json", "eagle3", eagle3_options_json(o, aux, pools.natural_source, vocab, n_params), r,
                   o.init);
   return r;
 }

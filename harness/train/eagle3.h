@@ -32,10 +32,14 @@ struct TttOutput {
 // Slot t at step k: hidden = fc(f_t) (k = 0) or the step k-1 pre-norm output at t; token
 // x_{t+k+1}; RoPE position t+k; attention: causal over the step-0 keys plus the slot's own keys
 // of steps 1..k; teacher softmax(target_logits[t+k+1]); loss only where token t+k+2 exists and
-// is a loss token (loss_mask). embed: the target's (frozen) embedding [V, d].
+// is a loss token (loss_mask). embed: the target's (frozen) embedding [V, d]. With a reduced draft
+// vocabulary (draft_ids: [Vd] target ids, the head's lm_head rows) the teacher is the softmax of the
+// target's logits over those ids, and a slot whose target argmax lies outside is no loss slot (as
+// SpecForge trains it); correct counts draft ids.
 TttOutput eagle3_ttt_forward(const ParamMap& p, const ModelConfig& head, const at::Tensor& embed,
                              const at::Tensor& features, const at::Tensor& target_logits, const at::Tensor& ids,
-                             const at::Tensor& loss_mask, int ttt_steps, bool keep_logits = false);
+                             const at::Tensor& loss_mask, int ttt_steps, bool keep_logits = false,
+                             const at::Tensor& draft_ids = {});
 
 struct Eagle3TrainOptions {
   std::filesystem::path target, out;
@@ -47,6 +51,8 @@ struct Eagle3TrainOptions {
   bool warm_start_lm_head = true;
   std::filesystem::path init;       // non-empty: start from this head's weights (continued training;
                                     // same architecture), not from a random init
+  int64_t draft_vocab = 0;          // > 0: the head scores only the N most frequent loss-bearing target
+                                    // ids (harness/train/draft_vocab.h); 0: --init's, else every id
   int64_t regenerate = 0;           // > 0: the first N chat documents answered by the target itself
                                     // (greedy, harness/train/eval.h regenerate_answers)
   int64_t eval_n = 0;               // > 0: tau at gamma 5 (greedy) on that many synth-gsm test problems
