@@ -233,10 +233,9 @@ TEST(Cli, TrainDraftVocabRejectsBadSizes) {
   const std::string t = "train eagle3 --target " + (models / "tiny-qwen3").string() + " --out " + (out / "h").string();
   expect_one_line_error(run_ears(t + " --draft-vocab -1"), "--draft-vocab -1");
   expect_one_line_error(run_ears(t + " --draft-vocab 2049"), "2048");
-  // One step from the bundled head, cut to 256 ids: saved with that vocabulary, which a second
-  // run from it keeps and may not resize.
-  const auto r = run_ears(t + " --init " + (models / "tiny-eagle3").string() +
-                          " --draft-vocab 256 --steps 1 --batch 1 --seq-len 64 --eval-n 0");
+  // One step of a head over 256 ids: saved with that vocabulary, which a second run from it keeps
+  // and may not resize.
+  const auto r = run_ears(t + " --draft-vocab 256 --steps 1 --batch 1 --seq-len 64 --eval-n 0");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto cfg = nlohmann::json::parse(ears::test::read_file(out / "h/config.json"));
   EXPECT_EQ(cfg["draft_vocab_size"], 256);
