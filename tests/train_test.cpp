@@ -290,19 +290,50 @@ TEST(TrainTarget, CosineScheduleAndClipping) {
 
 // ---- EAGLE-3 -------------------------------------------------------------------------------
 
+namespace {
+
+// A micro Qwen3 target (random weights, float32) saved in `dir` and loaded back, and its forward over
+// one chat document with the aux layers {0, 1, 1} the head tests read.
+struct MicroTargetDoc {
+  fs::path dir;
+  ears::ModelConfig tc;
+  ears::CausalLM target;
+  std::vector<int> aux;
+  at::Tensor ids, feats, logits;  // [1, N], [1, N, 3 d], [1, N, V]
+  int64_t N = 0;
+};
+
+MicroTargetDoc micro_target_doc(const ears::Tokenizer& tok, const std::string& name) {
+  const ears::ModelConfig tc = ears::qwen3_config(micro_arch(), tok.vocab_size(), *tok.token_to_id("<|im_end|>"));
+  const fs::path td = temp_dir(name);
+  ears::save_qwen3(td, ears::init_qwen3_params(tc, 5), tc);
+  MicroTargetDoc m{td, tc, ears::CausalLM::load(td, c10::Device(c10::kCPU), at::kFloat), {0, 1, 1}};
+  const std::vector<int32_t> doc = tok.encode(ears::qwen3_chat_prompt("Tom has 3 apples and buys 4 more.", false) + "He has 7.");
+  m.N = static_cast<int64_t>(doc.size());
+  m.ids = at::tensor(std::vector<int64_t>(doc.begin(), doc.end()), at::kLong).view({1, m.N});
+  ears::ForwardOptions fo;
+  fo.aux_layers = m.aux;
+  const ears::ForwardOutput tf = m.target.forward(m.ids, fo);
+  m.feats = at::cat(tf.aux_hidden, -1);
+  m.logits = tf.logits;
+  return m;
+}
+
+}  // namespace
+
 TEST(TrainEagle3, TttForwardMatchesEagle3HeadAfterSaveAndLoad) {
   const ears::Tokenizer tok = ears::Tokenizer::load(micro_tokenizer_dir());
-  const ears::ModelConfig tc = ears::qwen3_config(micro_arch(), tok.vocab_size(), *tok.token_to_id("<|im_end|>"));
-  const fs::path td = temp_dir("e3_target"), hd = temp_dir("e3_head");
-  ears::save_qwen3(td, ears::init_qwen3_params(tc, 5), tc);
-  const ears::CausalLM target = ears::CausalLM::load(td, c10::Device(c10::kCPU), at::kFloat);
+  const MicroTargetDoc m = micro_target_doc(tok, "e3_target");
+  const ears::ModelConfig& tc = m.tc;
+  const ears::CausalLM& target = m.target;
+  const fs::path hd = temp_dir("e3_head");
 
   ears::Eagle3Arch arch;
   arch.heads = 4;
   arch.kv_heads = 2;
   arch.head_dim = 16;
   arch.intermediate = 64;
-  const std::vector<int> aux = {0, 1, 1};
+  const std::vector<int>& aux = m.aux;
   const ears::ModelConfig hc = ears::eagle3_config(arch, tc);
   ears::ParamMap p = ears::init_eagle3_params(hc, 3, 9, target.lm_head_weight(), {});
   {  // make every weight matter (random norms too) and exactly representable in bf16
@@ -319,15 +350,10 @@ TEST(TrainEagle3, TttForwardMatchesEagle3HeadAfterSaveAndLoad) {
   EXPECT_EQ(head.draft_vocab(), tc.vocab_size);
   EXPECT_FALSE(head.own_embeddings());
 
-  const std::vector<int32_t> doc = tok.encode(ears::qwen3_chat_prompt("Tom has 3 apples and buys 4 more.", false) + "He has 7.");
-  const int64_t N = static_cast<int64_t>(doc.size());
-  const at::Tensor ids = at::tensor(std::vector<int64_t>(doc.begin(), doc.end()), at::kLong).view({1, N});
-  ears::ForwardOptions fo;
-  fo.aux_layers = aux;
-  const ears::ForwardOutput tf = target.forward(ids, fo);
-  const at::Tensor feats = at::cat(tf.aux_hidden, -1);
+  const int64_t N = m.N;
+  const at::Tensor &ids = m.ids, &feats = m.feats;
   at::NoGradGuard no_grad;
-  const ears::TttOutput t = ears::eagle3_ttt_forward(p, hc, target.embedding_weight(), feats, tf.logits, ids,
+  const ears::TttOutput t = ears::eagle3_ttt_forward(p, hc, target.embedding_weight(), feats, m.logits, ids,
                                                      at::ones({1, N}), 3, /*keep_logits=*/true);
   ASSERT_EQ(t.loss.size(), 3u);
   // Step 0 vs the inference prefill: position t pairs feature t with token t+1.
@@ -348,7 +374,7 @@ TEST(TrainEagle3, TttForwardMatchesEagle3HeadAfterSaveAndLoad) {
   // Loss slots: step k needs token t+k+2, so 3 steps over N tokens give N-2, N-3, N-4 slots.
   EXPECT_EQ(t.count[0].item<double>(), N - 2);
   EXPECT_EQ(t.count[2].item<double>(), N - 4);
-  fs::remove_all(td);
+  fs::remove_all(m.dir);
   fs::remove_all(hd);
 }
 
@@ -524,26 +550,19 @@ TEST(DraftVocab, TheMostFrequentLossBearingIds) {
 // from the whole-vocabulary head's logits); saved, it loads with that d2t and scores the same rows.
 TEST(DraftVocab, TttLossOverTheDraftIdsAndTheSavedHeadScoresThem) {
   const ears::Tokenizer tok = ears::Tokenizer::load(micro_tokenizer_dir());
-  const ears::ModelConfig tc = ears::qwen3_config(micro_arch(), tok.vocab_size(), *tok.token_to_id("<|im_end|>"));
-  const fs::path td = temp_dir("dv_target"), hd = temp_dir("dv_head");
-  ears::save_qwen3(td, ears::init_qwen3_params(tc, 5), tc);
-  const ears::CausalLM target = ears::CausalLM::load(td, c10::Device(c10::kCPU), at::kFloat);
+  const MicroTargetDoc m = micro_target_doc(tok, "dv_target");
+  const ears::ModelConfig& tc = m.tc;
+  const ears::CausalLM& target = m.target;
+  const fs::path hd = temp_dir("dv_head");
   ears::Eagle3Arch arch;
   arch.head_dim = 16;
   arch.intermediate = 64;
-  const std::vector<int> aux = {0, 1, 1};
   const ears::ModelConfig full_hc = ears::eagle3_config(arch, tc);
   const ears::ParamMap full = ears::init_eagle3_params(full_hc, 3, 4, target.lm_head_weight(), {});
-
-  const std::vector<int32_t> doc = tok.encode(ears::qwen3_chat_prompt("Tom has 3 apples and buys 4 more.", false) + "He has 7.");
-  const int64_t N = static_cast<int64_t>(doc.size());
-  const at::Tensor ids = at::tensor(std::vector<int64_t>(doc.begin(), doc.end()), at::kLong).view({1, N});
-  ears::ForwardOptions fo;
-  fo.aux_layers = aux;
-  const ears::ForwardOutput tf = target.forward(ids, fo);
-  const at::Tensor feats = at::cat(tf.aux_hidden, -1);
+  const int64_t N = m.N;
+  const at::Tensor &ids = m.ids, &feats = m.feats, &target_logits = m.logits;
   // The draft ids: every other id of the vocabulary, plus the target's argmax at half the slots.
-  const at::Tensor arg = tf.logits.argmax(-1)[0];
+  const at::Tensor arg = target_logits.argmax(-1)[0];
   std::vector<bool> take(static_cast<size_t>(tc.vocab_size), false);
   for (int64_t t = 0; t < tc.vocab_size; t += 2) take[t] = true;
   for (int64_t i = 0; i < N; i += 2) take[arg[i].item<int64_t>()] = true;
@@ -557,14 +576,14 @@ TEST(DraftVocab, TttLossOverTheDraftIdsAndTheSavedHeadScoresThem) {
   p["lm_head.weight"] = full.at("lm_head.weight").index_select(0, v.index());
 
   at::NoGradGuard no_grad;
-  const ears::TttOutput whole = ears::eagle3_ttt_forward(full, full_hc, target.embedding_weight(), feats, tf.logits, ids,
+  const ears::TttOutput whole = ears::eagle3_ttt_forward(full, full_hc, target.embedding_weight(), feats, target_logits, ids,
                                                          at::ones({1, N}), 1, true);
-  const ears::TttOutput cut = ears::eagle3_ttt_forward(p, hc, target.embedding_weight(), feats, tf.logits, ids,
+  const ears::TttOutput cut = ears::eagle3_ttt_forward(p, hc, target.embedding_weight(), feats, target_logits, ids,
                                                        at::ones({1, N}), 1, true, v.index());
   // The reference, slot by slot: slot t predicts token t+1 with teacher target_logits[t+1].
   double sum = 0, slots = 0, correct = 0;
   for (int64_t t = 0; t + 2 <= N - 1; ++t) {
-    const at::Tensor tl = tf.logits[0][t + 1], dl = whole.logits[0][0][t];
+    const at::Tensor tl = target_logits[0][t + 1], dl = whole.logits[0][0][t];
     const int64_t a = tl.argmax().item<int64_t>();
     if (!take[a]) continue;
     const at::Tensor teacher = at::softmax(tl.index_select(0, v.index()), 0);
@@ -584,7 +603,7 @@ TEST(DraftVocab, TttLossOverTheDraftIdsAndTheSavedHeadScoresThem) {
     at::NoGradGuard g;
     for (auto& [n, t] : p) t.copy_(t.to(at::kBFloat16).to(at::kFloat));
   }
-  ears::save_eagle3(hd, p, hc, tc, aux, v);
+  ears::save_eagle3(hd, p, hc, tc, m.aux, v);
   const ears::Eagle3Head head = ears::Eagle3Head::load(hd, target);
   ASSERT_EQ(head.draft_vocab(), v.size());
   EXPECT_TRUE(at::equal(head.draft_to_target(), v.index()));
@@ -593,9 +612,9 @@ TEST(DraftVocab, TttLossOverTheDraftIdsAndTheSavedHeadScoresThem) {
   EXPECT_EQ(back.source, "init");
   ears::KVCache cache = head.new_cache(1, N + 8);
   const auto o = head.forward(ids.narrow(1, 1, N - 4), feats.narrow(1, 0, N - 4), true, cache);
-  const ears::TttOutput again = ears::eagle3_ttt_forward(p, hc, target.embedding_weight(), feats, tf.logits, ids,
+  const ears::TttOutput again = ears::eagle3_ttt_forward(p, hc, target.embedding_weight(), feats, target_logits, ids,
                                                          at::ones({1, N}), 1, true, v.index());
   EXPECT_LT((o.logits[0] - again.logits[0][0].narrow(0, 0, N - 4)).abs().max().item<double>(), 1e-3);
-  fs::remove_all(td);
+  fs::remove_all(m.dir);
   fs::remove_all(hd);
 }
