@@ -303,6 +303,14 @@ struct MicroTargetDoc {
   int64_t N = 0;
 };
 
+// The micro head over a target: 4 heads, 2 KV heads of 16, intermediate 64, 1 layer.
+ears::ModelConfig micro_head_config(const ears::ModelConfig& target) {
+  ears::Eagle3Arch arch;
+  arch.head_dim = 16;
+  arch.intermediate = 64;
+  return ears::eagle3_config(arch, target);
+}
+
 MicroTargetDoc micro_target_doc(const ears::Tokenizer& tok, const std::string& name) {
   const ears::ModelConfig tc = ears::qwen3_config(micro_arch(), tok.vocab_size(), *tok.token_to_id("<|im_end|>"));
   const fs::path td = temp_dir(name);
@@ -328,13 +336,8 @@ TEST(TrainEagle3, TttForwardMatchesEagle3HeadAfterSaveAndLoad) {
   const ears::CausalLM& target = m.target;
   const fs::path hd = temp_dir("e3_head");
 
-  ears::Eagle3Arch arch;
-  arch.heads = 4;
-  arch.kv_heads = 2;
-  arch.head_dim = 16;
-  arch.intermediate = 64;
   const std::vector<int>& aux = m.aux;
-  const ears::ModelConfig hc = ears::eagle3_config(arch, tc);
+  const ears::ModelConfig hc = micro_head_config(tc);
   ears::ParamMap p = ears::init_eagle3_params(hc, 3, 9, target.lm_head_weight(), {});
   {  // make every weight matter (random norms too) and exactly representable in bf16
     at::NoGradGuard g;
@@ -398,10 +401,7 @@ TEST(TrainEagle3, AFewStepsReduceTheTttLoss) {
     at::NoGradGuard g;
     tf = ears::qwen3_train_forward(tp, tc, b.ids, pos, blocked, {0, 1, 2});
   }
-  ears::Eagle3Arch arch;
-  arch.head_dim = 16;
-  arch.intermediate = 64;
-  const ears::ModelConfig hc = ears::eagle3_config(arch, tc);
+  const ears::ModelConfig hc = micro_head_config(tc);
   ears::ParamMap p = ears::init_eagle3_params(hc, 3, 1);
   std::vector<at::Tensor> params;
   std::vector<bool> decay;
@@ -434,10 +434,7 @@ TEST(TrainEagle3, AFewStepsReduceTheTttLoss) {
 TEST(TrainInit, ContinuedTrainingStartsFromTheCheckpointAndKeepsItsLog) {
   const ears::Tokenizer tok = ears::Tokenizer::load(micro_tokenizer_dir());
   const ears::ModelConfig tc = ears::qwen3_config(micro_arch(), tok.vocab_size(), *tok.token_to_id("<|im_end|>"));
-  ears::Eagle3Arch arch;
-  arch.head_dim = 16;
-  arch.intermediate = 64;
-  const ears::ModelConfig hc = ears::eagle3_config(arch, tc);
+  const ears::ModelConfig hc = micro_head_config(tc);
   const fs::path hd = temp_dir("init_head"), out = temp_dir("init_out");
   ears::ParamMap saved = ears::init_eagle3_params(hc, 3, 11);
   {  // exactly representable in bf16, the dtype the checkpoint is saved in
@@ -554,10 +551,7 @@ TEST(DraftVocab, TttLossOverTheDraftIdsAndTheSavedHeadScoresThem) {
   const ears::ModelConfig& tc = m.tc;
   const ears::CausalLM& target = m.target;
   const fs::path hd = temp_dir("dv_head");
-  ears::Eagle3Arch arch;
-  arch.head_dim = 16;
-  arch.intermediate = 64;
-  const ears::ModelConfig full_hc = ears::eagle3_config(arch, tc);
+  const ears::ModelConfig full_hc = micro_head_config(tc);
   const ears::ParamMap full = ears::init_eagle3_params(full_hc, 3, 4, target.lm_head_weight(), {});
   const int64_t N = m.N;
   const at::Tensor &ids = m.ids, &feats = m.feats, &target_logits = m.logits;
