@@ -55,7 +55,8 @@ struct Eagle3Arch {
   int64_t heads = 4, kv_heads = 2, head_dim = 64, intermediate = 768;
   std::vector<int> aux_layers;  // HF hidden_states ids; empty = {1, L/2, L-1}
 };
-// The head's ModelConfig (hidden = target hidden, 1 layer, full draft vocab).
+// The head's ModelConfig (hidden = target hidden, 1 layer, the whole target vocabulary; train_eagle3
+// sets vocab_size to a reduced draft vocabulary's size).
 ModelConfig eagle3_config(const Eagle3Arch& arch, const ModelConfig& target);
 std::string eagle3_config_json(const ModelConfig& head, const ModelConfig& target, const std::vector<int>& aux_layers,
                                c10::ScalarType torch_dtype);
