@@ -1,6 +1,5 @@
 #include "harness/train/draft_vocab.h"
 
-#include <ATen/ops/full.h>
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
 
@@ -25,13 +24,6 @@ at::Tensor DraftVocab::t2d() const {
   at::Tensor m = at::zeros({target_vocab}, at::TensorOptions().dtype(at::kBool));
   bool* p = m.data_ptr<bool>();
   for (int64_t t : ids) p[t] = true;
-  return m;
-}
-
-at::Tensor DraftVocab::target_to_draft() const {
-  at::Tensor m = at::full({target_vocab}, -1, at::TensorOptions().dtype(at::kLong));
-  int64_t* p = m.data_ptr<int64_t>();
-  for (int64_t i = 0; i < size(); ++i) p[ids[static_cast<size_t>(i)]] = i;
   return m;
 }
 

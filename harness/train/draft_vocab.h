@@ -27,7 +27,6 @@ struct DraftVocab {
   at::Tensor index() const;  // [Vd] int64: the target ids (index_select on a [.., V] tensor)
   at::Tensor d2t() const;    // [Vd] int64: ids[i] - i
   at::Tensor t2d() const;    // [V] bool: target id inside
-  at::Tensor target_to_draft() const;  // [V] int64: draft id, or -1 outside
 };
 
 // Every target id (draft_vocab_size == vocab_size, d2t zeros, t2d ones).
