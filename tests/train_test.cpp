@@ -528,6 +528,7 @@ TEST(DraftVocab, TheMostFrequentLossBearingIds) {
   EXPECT_EQ(v.ids, (std::vector<int64_t>{2, 5, 7}));
   EXPECT_EQ(v.source, "frequency");
   EXPECT_DOUBLE_EQ(v.coverage, 8.0 / 9.0);
+  EXPECT_DOUBLE_EQ(ears::loss_token_coverage(pools, v), 8.0 / 9.0);  // as for a head's own vocabulary (--init)
   const at::Tensor d2t = v.d2t(), t2d = v.t2d();
   EXPECT_EQ(std::vector<int64_t>(d2t.data_ptr<int64_t>(), d2t.data_ptr<int64_t>() + 3), (std::vector<int64_t>{2, 4, 5}));
   ASSERT_EQ(t2d.numel(), 12);

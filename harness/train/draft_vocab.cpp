@@ -36,14 +36,36 @@ DraftVocab full_draft_vocab(int64_t target_vocab) {
   return v;
 }
 
-DraftVocab frequent_draft_vocab(const DocPools& pools, int64_t n, int64_t target_vocab) {
-  if (n < 1 || n > target_vocab)
-    fail("--draft-vocab {}: give 1 to the target's {} ids (0 keeps the whole vocabulary)", n, target_vocab);
+namespace {
+
+// How often each target id is a loss-bearing token (weight > 0) of the documents.
+std::vector<int64_t> loss_token_counts(const DocPools& pools, int64_t target_vocab) {
   std::vector<int64_t> count(static_cast<size_t>(target_vocab), 0);
   for (const auto* pool : {&pools.chat, &pools.natural})
     for (const TrainDoc& d : *pool)
       for (size_t i = 0; i < d.ids.size(); ++i)
         if (d.weight[i] > 0 && d.ids[i] >= 0 && d.ids[i] < target_vocab) ++count[static_cast<size_t>(d.ids[i])];
+  return count;
+}
+
+// The share of the counted tokens whose id is in `ids` (1 when nothing was counted).
+double share_inside(const std::vector<int64_t>& count, const std::vector<int64_t>& ids) {
+  int64_t inside = 0, total = 0;
+  for (int64_t c : count) total += c;
+  for (int64_t t : ids) inside += count[static_cast<size_t>(t)];
+  return total > 0 ? static_cast<double>(inside) / static_cast<double>(total) : 1.0;
+}
+
+}  // namespace
+
+double loss_token_coverage(const DocPools& pools, const DraftVocab& vocab) {
+  return share_inside(loss_token_counts(pools, vocab.target_vocab), vocab.ids);
+}
+
+DraftVocab frequent_draft_vocab(const DocPools& pools, int64_t n, int64_t target_vocab) {
+  if (n < 1 || n > target_vocab)
+    fail("--draft-vocab {}: give 1 to the target's {} ids (0 keeps the whole vocabulary)", n, target_vocab);
+  const std::vector<int64_t> count = loss_token_counts(pools, target_vocab);
   std::vector<int64_t> order(static_cast<size_t>(target_vocab));
   std::iota(order.begin(), order.end(), int64_t{0});
   // Most frequent first, ties (and the ids that never occur) by the smaller id.
@@ -53,10 +75,7 @@ DraftVocab frequent_draft_vocab(const DocPools& pools, int64_t n, int64_t target
   std::sort(v.ids.begin(), v.ids.end());
   v.target_vocab = target_vocab;
   v.source = "frequency";
-  int64_t inside = 0, total = 0;
-  for (int64_t t = 0; t < target_vocab; ++t) total += count[static_cast<size_t>(t)];
-  for (int64_t t : v.ids) inside += count[static_cast<size_t>(t)];
-  v.coverage = total > 0 ? static_cast<double>(inside) / static_cast<double>(total) : 1.0;
+  v.coverage = share_inside(count, v.ids);
   return v;
 }
 

@@ -20,7 +20,7 @@ struct DraftVocab {
   std::vector<int64_t> ids;  // draft id i scores target id ids[i] (distinct; ascending when chosen here)
   int64_t target_vocab = 0;
   std::string source;        // "full", "frequency" or "init"
-  double coverage = 1.0;     // share of the counted loss-bearing tokens inside (frequency: of the data)
+  double coverage = 1.0;     // share of the training documents' loss-bearing tokens inside
 
   int64_t size() const { return static_cast<int64_t>(ids.size()); }
   bool full() const { return size() == target_vocab; }
@@ -36,7 +36,11 @@ DraftVocab full_draft_vocab(int64_t target_vocab);
 // the smaller id; when fewer than n ids occur, the smallest ids that do not fill the rest.
 DraftVocab frequent_draft_vocab(const DocPools& pools, int64_t n, int64_t target_vocab);
 
-// A saved head's (from its config's draft_vocab_size and its d2t, full when it has neither).
+// A saved head's: its lm_head's rows mapped by its d2t (every id when it has no d2t and as many rows
+// as the target has ids); coverage left at 1 (loss_token_coverage computes it for given documents).
 DraftVocab checkpoint_draft_vocab(const std::filesystem::path& dir, int64_t target_vocab);
+
+// The share of the documents' loss-bearing tokens (weight > 0) whose id the vocabulary scores.
+double loss_token_coverage(const DocPools& pools, const DraftVocab& vocab);
 
 }  // namespace ears

@@ -237,7 +237,11 @@ std::optional<DraftVocab> check_draft_vocab(const Eagle3TrainOptions& o, int64_t
 // of the training documents, else every id.
 DraftVocab choose_draft_vocab(const Eagle3TrainOptions& o, const std::optional<DraftVocab>& init, const DocPools& pools,
                               int64_t V) {
-  if (init) return *init;
+  if (init) {
+    DraftVocab v = *init;
+    v.coverage = loss_token_coverage(pools, v);  // of this run's documents, as for a chosen vocabulary
+    return v;
+  }
   if (o.draft_vocab == 0 || o.draft_vocab == V) return full_draft_vocab(V);
   return frequent_draft_vocab(pools, o.draft_vocab, V);
 }
