@@ -278,10 +278,11 @@ DecodeRun Engine::prefill(const std::vector<GenRequest>& batch, const DecodePara
 
 namespace {
 
-// The target's verdict on one step's drafts: emitted tokens and accepted counts on the device,
-// the step's packet on the host.
+// The target's verdict on one step's drafts: the emitted tokens and each row's last one on the
+// device, the step's packet (accepted counts included) on the host.
 struct Verdict {
-  at::Tensor emitted, accepted;  // [B, G+1], [B] (int64, device)
+  at::Tensor emitted;            // [B, G+1] int64 (device): accepted drafts, then the correction / bonus, -1 after
+  at::Tensor last;               // [B, 1] int64 (device): each row's last emitted token (the next step's x_last)
   at::Tensor host;               // StepPacket rows (float32, host)
   std::vector<at::Tensor> aux;   // the target's hidden states the drafter asked for
 };
@@ -304,19 +305,18 @@ Verdict host_greedy_verdict(const at::Tensor& logits /*[B, G+1, V]*/, const at::
   const StepPacket packet{gamma};
   Verdict v;
   v.host = at::zeros({B, packet.width()}, at::TensorOptions().dtype(at::kFloat));
-  std::vector<int64_t> emitted(static_cast<size_t>(B * T), -1), accepted(static_cast<size_t>(B));
+  std::vector<int64_t> emitted(static_cast<size_t>(B * T), -1), last(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
     const int64_t* ids = top.ids.data() + b * T;
     int64_t* e = emitted.data() + b * T;
     const int64_t n = gamma > 0 ? greedy_accepted(ids, xb + b * gamma, gamma) : 0;
     if (n > 0) std::copy_n(xb + b * gamma, n, e);
-    e[n] = ids[n];
-    accepted[b] = n;
+    last[static_cast<size_t>(b)] = e[n] = ids[n];
     const bool bad = std::count(top.finite.begin() + b * T, top.finite.begin() + (b + 1) * T, uint8_t{0}) > 0;
     packet.write_greedy(v.host.data_ptr<float>() + b * packet.width(), e, n, bad);
   }
   v.emitted = at::tensor(emitted, at::TensorOptions().dtype(at::kLong)).view({B, T});
-  v.accepted = at::tensor(accepted, at::TensorOptions().dtype(at::kLong));
+  v.last = at::tensor(last, at::TensorOptions().dtype(at::kLong)).view({B, 1});  // no gather: ~10 us a step
   return v;
 }
 
@@ -327,17 +327,17 @@ Verdict tensor_verdict(const at::Tensor& logits, const Proposal& prop, int64_t g
   const int64_t B = logits.size(0);
   const ProcessedProbs pp = process_logits(logits, p.sampling);  // [B, G+1, V] float32
   Verdict v;
-  at::Tensor path, u_pos, tv;
+  at::Tensor accepted, path, u_pos, tv;
   if (gamma == 0) {
     v.emitted = sample_from_probs(pp.probs.select(1, 0), u_sample).view({B, 1});
-    v.accepted = at::zeros({B}, v.emitted.options());
+    accepted = at::zeros({B}, v.emitted.options());
   } else {
     VerifierSpec spec = p.verifier;
     if (p.sampling.temperature == 0) spec.kind = VerifierSpec::Greedy;
     const VerifyOutput vo =
         verify(spec, VerifyInput{prop.tokens, pp.probs, pp.max_prob, prop.probs, u_accept, u_sample});
     v.emitted = vo.emitted;
-    v.accepted = vo.accepted;
+    accepted = vo.accepted;
     path = vo.path;
     const at::Tensor p_draft_pos = pp.probs.narrow(1, 0, gamma), max_pos = pp.max_prob.narrow(1, 0, gamma);
     u_pos = 1 - max_pos;
@@ -352,7 +352,8 @@ Verdict tensor_verdict(const at::Tensor& logits, const Proposal& prop, int64_t g
   }
   // NaN / +inf logits make max_prob NaN (sampling.h): no extra pass over the vocabulary.
   const at::Tensor bad = at::logical_not(at::isfinite(pp.max_prob).all(-1));
-  v.host = to_host(StepPacket{gamma}.pack(v.emitted, v.accepted, path, u_pos, tv, bad)).contiguous();
+  v.host = to_host(StepPacket{gamma}.pack(v.emitted, accepted, path, u_pos, tv, bad)).contiguous();
+  v.last = v.emitted.gather(1, accepted.view({B, 1}));
   return v;
 }
 
@@ -431,7 +432,7 @@ void Engine::step(DecodeRun& run, const DecodeParams& p) {
     TraceRange range("ears.accept");
     drafter_->accept(v.emitted, accepted, v.aux);
   }
-  run.x_last = v.emitted.gather(1, v.accepted.view({Bn, 1}));
+  run.x_last = v.last;
   if (p.sync_timing) synchronize(run.dev);
   const double t4 = now_s();
 
