@@ -129,6 +129,9 @@ inline void check_stats(const GenResult& r, int64_t gamma, int64_t max_new, cons
   EXPECT_EQ(sum(s.pardoned_by_u), s.pardoned);
   EXPECT_EQ(sum(s.drafted_by_u), s.distortion_n);
   EXPECT_LE(s.pardoned, s.accepted);
+  // Time in the drafter only with one (the target alone reports none, not its bookkeeping).
+  if (gamma == 0) EXPECT_EQ(s.draft_s, 0.0);
+  if (gamma > 0 && s.steps > 0) EXPECT_GT(s.draft_s, 0.0);
   // One device->host sync for the prefill and one per step while the request was active (also
   // when it finished before its batch neighbours).
   EXPECT_EQ(s.host_syncs, s.steps + 1);
