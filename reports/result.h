@@ -88,7 +88,7 @@ struct RequestResult {
       req | nonneg | kFieldNullIsNaN);
     v("ttft_s", r.ttft_s, "request start to first token, s", nonneg);
     v("prefill_s", r.prefill_s, "time in the prefill, s", nonneg);
-    v("draft_s", r.draft_s, "time in the drafter, s", nonneg);
+    v("draft_s", r.draft_s, "time in the drafter, s (0 without one: target-only)", nonneg);
     v("verify_s", r.verify_s, "time in target verification, s", nonneg);
     v("other_s", r.other_s, "the rest of the latency, s", nonneg);
     v("gamma", r.gamma, "draft length γ (0 for target-only)", 0);
