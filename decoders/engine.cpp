@@ -434,8 +434,8 @@ void Engine::step(DecodeRun& run, const DecodeParams& p) {
   if (p.sync_timing) synchronize(run.dev);
   const double t4 = now_s();
 
-  // The drafter's time: propose and accept. The target alone has none: its stretches there (the
-  // step's uniforms, the next x_last) are the rest of the latency with the absorb.
+  // The drafter's time: propose and accept. The target alone has none: there the same stretches
+  // (the step's uniforms, the next x_last) count as other time, like the absorb.
   const double draft_s = (t1 - t0) + (t4 - t3);
   std::vector<int64_t> still;
   for (int64_t i = 0; i < Bn; ++i) {
