@@ -25,33 +25,13 @@
 
 namespace ears {
 
-Eagle3Head Eagle3Head::load(const std::filesystem::path& dir, const CausalLM& target, const Eagle3Options& options) {
-  Eagle3Head head;
-  const auto config_path = dir / "config.json";
-  head.cfg_ = ModelConfig::load(dir, /*check_architecture=*/false);
-  nlohmann::json j;
-  j = nlohmann::json::parse(read_file(config_path, "config.json"), nullptr, /*allow_exceptions=*/false);
-  const ModelConfig& c = head.cfg_;
-  const ModelConfig& tc = target.config();
-  const std::string origin = config_path.string();
-  const JsonKeys keys{j, origin};
-  // EAGLE-3 configs carry the target's vocabulary as vocab_size (the head embeds target ids) and
-  // their own as draft_vocab_size.
-  if (c.vocab_size != tc.vocab_size)
-    fail("{}: vocab_size {} does not match the target's vocab_size {} ({}); this draft was trained for another "
-         "target",
-         config_path.string(), c.vocab_size, tc.vocab_size, target.dir().string());
-  head.draft_vocab_ = keys.opt_int("draft_vocab_size", c.vocab_size);
-  const int64_t target_hidden = keys.opt_int("target_hidden_size", c.hidden_size);
-  if (target_hidden != tc.hidden_size)
-    fail("{}: target_hidden_size {} does not match the target's hidden_size {} ({}); this draft was trained for "
-         "another target",
-         config_path.string(), target_hidden, tc.hidden_size, target.dir().string());
-  head.target_vocab_ = tc.vocab_size;
-  head.device_ = target.device();
-  head.dtype_ = target.dtype();
+namespace {
 
-  // Aux layer ids.
+// The target hidden_states ids fc reads: options.aux_layers, else eagle_config's
+// eagle_aux_hidden_state_layer_ids, else the target's EAGLE-3 default; configured ids +1 under
+// the sglang convention. Checked against the target's 0..num_hidden_layers.
+std::vector<int> aux_layer_ids(const nlohmann::json& j, const Eagle3Options& options, const CausalLM& target,
+                               const std::string& origin) {
   std::vector<int> ids;
   bool configured = false;
   if (options.aux_layers) {
@@ -61,10 +41,9 @@ Eagle3Head Eagle3Head::load(const std::filesystem::path& dir, const CausalLM& ta
              j["eagle_config"].contains("eagle_aux_hidden_state_layer_ids")) {
     const auto& a = j["eagle_config"]["eagle_aux_hidden_state_layer_ids"];
     if (!a.is_array() || a.empty())
-      fail("{}: eagle_config.eagle_aux_hidden_state_layer_ids must be a non-empty list of integers", config_path.string());
+      fail("{}: eagle_config.eagle_aux_hidden_state_layer_ids must be a non-empty list of integers", origin);
     for (const auto& x : a) {
-      if (!x.is_number_integer())
-        fail("{}: eagle_config.eagle_aux_hidden_state_layer_ids must hold integers", config_path.string());
+      if (!x.is_number_integer()) fail("{}: eagle_config.eagle_aux_hidden_state_layer_ids must hold integers", origin);
       ids.push_back(x.get<int>());
     }
     configured = true;
@@ -73,67 +52,104 @@ Eagle3Head Eagle3Head::load(const std::filesystem::path& dir, const CausalLM& ta
   }
   if (configured && options.convention == AuxLayerConvention::Sglang)
     for (int& id : ids) id += 1;
+  const int64_t n = target.config().num_hidden_layers;
   for (int id : ids)
-    if (id < 0 || id > tc.num_hidden_layers)
-      fail("{}: aux layer id {} is outside the target's 0..{} (num_hidden_layers {})", config_path.string(), id,
-           tc.num_hidden_layers, tc.num_hidden_layers);
-  head.aux_layers_ = ids;
+    if (id < 0 || id > n)
+      fail("{}: aux layer id {} is outside the target's 0..{} (num_hidden_layers {})", origin, id, n, n);
+  return ids;
+}
+
+}  // namespace
+
+Eagle3Head Eagle3Head::load(const std::filesystem::path& dir, const CausalLM& target, const Eagle3Options& options) {
+  Eagle3Head head;
+  const auto config_path = dir / "config.json";
+  head.cfg_ = ModelConfig::load(dir, /*check_architecture=*/false);
+  const nlohmann::json j =
+      nlohmann::json::parse(read_file(config_path, "config.json"), nullptr, /*allow_exceptions=*/false);
+  const ModelConfig& c = head.cfg_;
+  const ModelConfig& tc = target.config();
+  const std::string origin = config_path.string();
+  const JsonKeys keys{j, origin};
+  // EAGLE-3 configs carry the target's vocabulary as vocab_size (the head embeds target ids) and
+  // their own as draft_vocab_size.
+  if (c.vocab_size != tc.vocab_size)
+    fail("{}: vocab_size {} does not match the target's vocab_size {} ({}); this draft was trained for another "
+         "target",
+         origin, c.vocab_size, tc.vocab_size, target.dir().string());
+  head.draft_vocab_ = keys.opt_int("draft_vocab_size", c.vocab_size);
+  const int64_t target_hidden = keys.opt_int("target_hidden_size", c.hidden_size);
+  if (target_hidden != tc.hidden_size)
+    fail("{}: target_hidden_size {} does not match the target's hidden_size {} ({}); this draft was trained for "
+         "another target",
+         origin, target_hidden, tc.hidden_size, target.dir().string());
+  head.target_vocab_ = tc.vocab_size;
+  head.device_ = target.device();
+  head.dtype_ = target.dtype();
+  head.aux_layers_ = aux_layer_ids(j, options, target, origin);
 
   const Checkpoint ckpt = Checkpoint::open(dir);
-  const auto dev = head.device_;
-  const auto dt = head.dtype_;
+  head.load_weights(ckpt, dir, target);
+  head.load_vocab_map(ckpt, dir);
+  head.inv_freq_ = layers::rope_inv_freq(c.head_dim, c.rope, head.device_);
+  head.rope_ = layers::RopeCache::build(head.inv_freq_, c.max_position_embeddings, head.dtype_);
+  return head;
+}
+
+void Eagle3Head::load_weights(const Checkpoint& ckpt, const std::filesystem::path& dir, const CausalLM& target) {
+  const ModelConfig& c = cfg_;
+  const ModelConfig& tc = target.config();
   const int64_t d = c.hidden_size, H = c.num_attention_heads, K = c.num_key_value_heads, hd = c.head_dim;
   const int64_t I = c.intermediate_size;
   const std::string p = ckpt.contains("midlayer.input_layernorm.weight") ? "midlayer." : "layers.0.";
-  auto w = [&](const std::string& name, std::vector<int64_t> shape) { return ckpt.load(name, dev, dt, shape); };
+  auto w = [&](const std::string& name, std::vector<int64_t> shape) { return ckpt.load(name, device_, dtype_, shape); };
 
-  const int64_t fc_in = static_cast<int64_t>(ids.size()) * tc.hidden_size;
+  const int64_t fc_in = static_cast<int64_t>(aux_layers_.size()) * tc.hidden_size;
   if (ckpt.contains("fc.weight") && ckpt.shape("fc.weight").size() == 2 && ckpt.shape("fc.weight")[1] != fc_in)
     fail("{}: fc.weight takes {} features but {} aux layers x target hidden {} = {}; set draft.aux_layers to the "
          "ids the head was trained with",
-         dir.string(), ckpt.shape("fc.weight")[1], ids.size(), tc.hidden_size, fc_in);
-  head.fc_ = layers::prepare_linear(w("fc.weight", {d, fc_in}),
-                                    ckpt.contains("fc.bias") ? w("fc.bias", {d}) : at::Tensor());
-  head.input_norm_ = w(p + "input_layernorm.weight", {d});
-  head.hidden_norm_ = w(p + "hidden_norm.weight", {d});
-  head.post_norm_ = w(p + "post_attention_layernorm.weight", {d});
-  head.qkv_ = layers::prepare_linear(at::cat({w(p + "self_attn.q_proj.weight", {H * hd, 2 * d}),
-                                              w(p + "self_attn.k_proj.weight", {K * hd, 2 * d}),
-                                              w(p + "self_attn.v_proj.weight", {K * hd, 2 * d})},
-                                             0));
-  head.o_ = layers::prepare_linear(w(p + "self_attn.o_proj.weight", {d, H * hd}));
-  head.gate_up_ = layers::prepare_linear(
+         dir.string(), ckpt.shape("fc.weight")[1], aux_layers_.size(), tc.hidden_size, fc_in);
+  fc_ = layers::prepare_linear(w("fc.weight", {d, fc_in}), ckpt.contains("fc.bias") ? w("fc.bias", {d}) : at::Tensor());
+  input_norm_ = w(p + "input_layernorm.weight", {d});
+  hidden_norm_ = w(p + "hidden_norm.weight", {d});
+  post_norm_ = w(p + "post_attention_layernorm.weight", {d});
+  qkv_ = layers::prepare_linear(at::cat({w(p + "self_attn.q_proj.weight", {H * hd, 2 * d}),
+                                         w(p + "self_attn.k_proj.weight", {K * hd, 2 * d}),
+                                         w(p + "self_attn.v_proj.weight", {K * hd, 2 * d})},
+                                        0));
+  o_ = layers::prepare_linear(w(p + "self_attn.o_proj.weight", {d, H * hd}));
+  gate_up_ = layers::prepare_linear(
       at::cat({w(p + "mlp.gate_proj.weight", {I, d}), w(p + "mlp.up_proj.weight", {I, d})}, 0));
-  head.down_ = layers::prepare_linear(w(p + "mlp.down_proj.weight", {d, I}));
-  head.norm_ = w("norm.weight", {d});
-  head.lm_head_ = layers::prepare_linear(w("lm_head.weight", {head.draft_vocab_, d}));
+  down_ = layers::prepare_linear(w(p + "mlp.down_proj.weight", {d, I}));
+  norm_ = w("norm.weight", {d});
+  lm_head_ = layers::prepare_linear(w("lm_head.weight", {draft_vocab_, d}));
   if (ckpt.contains("embed_tokens.weight")) {
-    head.embed_ = w("embed_tokens.weight", {tc.vocab_size, d});
-    head.own_embed_ = true;
+    embed_ = w("embed_tokens.weight", {tc.vocab_size, d});
+    own_embed_ = true;
   } else {
     if (tc.hidden_size != d)
       fail("{}: the head has no embed_tokens.weight and its hidden_size {} differs from the target's {}, so the "
            "target's embeddings cannot be shared",
            dir.string(), d, tc.hidden_size);
-    head.embed_ = target.embedding_weight();
+    embed_ = target.embedding_weight();
   }
+}
+
+void Eagle3Head::load_vocab_map(const Checkpoint& ckpt, const std::filesystem::path& dir) {
   if (ckpt.contains("d2t")) {
-    at::Tensor d2t = ckpt.load("d2t", dev, at::kLong, std::vector<int64_t>{head.draft_vocab_});
-    head.draft_to_target_ = at::arange(head.draft_vocab_, d2t.options()) + d2t;
+    at::Tensor d2t = ckpt.load("d2t", device_, at::kLong, std::vector<int64_t>{draft_vocab_});
+    draft_to_target_ = at::arange(draft_vocab_, d2t.options()) + d2t;
   } else {
-    if (head.draft_vocab_ != tc.vocab_size)
-      fail("{}: draft_vocab_size {} != target vocab {} but the checkpoint has no d2t map", dir.string(),
-           head.draft_vocab_, tc.vocab_size);
-    head.draft_to_target_ = at::arange(head.draft_vocab_, at::TensorOptions().dtype(at::kLong).device(dev));
+    if (draft_vocab_ != target_vocab_)
+      fail("{}: draft_vocab_size {} != target vocab {} but the checkpoint has no d2t map", dir.string(), draft_vocab_,
+           target_vocab_);
+    draft_to_target_ = at::arange(draft_vocab_, at::TensorOptions().dtype(at::kLong).device(device_));
   }
   // One host check at load time: every mapped id must exist in the target vocabulary.
-  const auto lo = head.draft_to_target_.min().item<int64_t>(), hi = head.draft_to_target_.max().item<int64_t>();
-  if (lo < 0 || hi >= tc.vocab_size)
+  const auto lo = draft_to_target_.min().item<int64_t>(), hi = draft_to_target_.max().item<int64_t>();
+  if (lo < 0 || hi >= target_vocab_)
     fail("{}: d2t maps draft ids to target ids in [{}, {}] but the target vocabulary has {} ids", dir.string(), lo,
-         hi, tc.vocab_size);
-  head.inv_freq_ = layers::rope_inv_freq(hd, c.rope, dev);
-  head.rope_ = layers::RopeCache::build(head.inv_freq_, c.max_position_embeddings, head.dtype_);
-  return head;
+         hi, target_vocab_);
 }
 
 KVCache Eagle3Head::new_cache(int64_t batch, int64_t max_len) const {

@@ -71,6 +71,10 @@ class Eagle3Head {
 
  private:
   Eagle3Head() = default;
+  // Every tensor but the vocabulary map, shapes checked against cfg_ and the target's.
+  void load_weights(const Checkpoint& ckpt, const std::filesystem::path& dir, const CausalLM& target);
+  // draft_to_target_ from the checkpoint's d2t offsets (identity without one), range-checked.
+  void load_vocab_map(const Checkpoint& ckpt, const std::filesystem::path& dir);
   // True when forward() takes forward_rows: its inputs are on the CPU and rows_step_fits.
   bool rows_path(const at::Tensor& token_ids, const at::Tensor& hidden, const KVCache& cache) const;
   // What rows_path and host_step_ready both need: a CPU kernel path computing dtype_, T <= 512 and the
@@ -84,6 +88,17 @@ class Eagle3Head {
   template <class E>
   Output rows_step(const int64_t* ids, int64_t B, int64_t T, const E* target_feats, const E* fed,
                    const int64_t* pick, int64_t R, KVCache& cache) const;
+  // rows_step's stages. x [BT, 2d] = [norm(embed(id)) | norm(g)], g [BT, d] = fc(target_feats) or fed.
+  template <class E>
+  void rows_input(const int64_t* id, int64_t BT, const E* target_feats, const E* fed, E* g, E* x) const;
+  // The layer's attention: k and v of all B * T rows into the cache; attn [B * R, H * hd] for the
+  // picked rows (all T when pick is null).
+  template <class E>
+  void rows_attention(const E* x, int64_t B, int64_t T, const int64_t* pick, int64_t R, KVCache& cache,
+                      E* attn) const;
+  // The rest of the layer and the logits, picked rows only: h = g + o(attn); h += mlp(norm(h)).
+  template <class E>
+  Output rows_output(const E* g, const E* attn, int64_t B, int64_t T, const int64_t* pick, int64_t R) const;
   // The target's hidden size: fc reads one such row per aux layer.
   int64_t target_hidden() const { return fc_.in_features / static_cast<int64_t>(aux_layers_.size()); }
   ModelConfig cfg_;

@@ -110,31 +110,30 @@ Eagle3Head::Output Eagle3Head::forward_host(const std::vector<int64_t>& ids, int
 }
 
 template <class E>
-Eagle3Head::Output Eagle3Head::rows_step(const int64_t* id, int64_t B, int64_t T, const E* target_feats,
-                                         const E* fed, const int64_t* pick, int64_t R, KVCache& cache) const {
-  const ModelConfig& c = cfg_;
-  const int64_t BT = B * T;
-  const int64_t d = c.hidden_size, H = c.num_attention_heads, K = c.num_key_value_heads, hd = c.head_dim;
-  const int64_t I = c.intermediate_size, G = H / K, W = (H + 2 * K) * hd;
-  const float eps = static_cast<float>(c.rms_norm_eps);
-
-  // g: the target features folded by fc, or the fed-back pre-norm state; x = [norm(emb) | norm(g)].
-  std::vector<E> g(static_cast<size_t>(BT * d)), x(static_cast<size_t>(BT * 2 * d));
+void Eagle3Head::rows_input(const int64_t* id, int64_t BT, const E* target_feats, const E* fed, E* g, E* x) const {
+  const int64_t d = cfg_.hidden_size;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
   if (target_feats) {
-    layers::linear_rows(target_feats, BT, fc_, g.data());
+    layers::linear_rows(target_feats, BT, fc_, g);
   } else {
-    std::memcpy(g.data(), fed, g.size() * sizeof(E));
+    std::memcpy(g, fed, static_cast<size_t>(BT * d) * sizeof(E));
   }
   const E* emb = ptr<E>(embed_);
   for (int64_t r = 0; r < BT; ++r) {  // ids past a sequence's accepted tokens (-1) read as 0
     const E* e = emb + std::max<int64_t>(id[r], 0) * d;
-    layers::rms_norm_rows(e, 1, d, d, ptr<E>(input_norm_), eps, x.data() + r * 2 * d);
-    layers::rms_norm_rows(g.data() + r * d, 1, d, d, ptr<E>(hidden_norm_), eps, x.data() + r * 2 * d + d);
+    layers::rms_norm_rows(e, 1, d, d, ptr<E>(input_norm_), eps, x + r * 2 * d);
+    layers::rms_norm_rows(g + r * d, 1, d, d, ptr<E>(hidden_norm_), eps, x + r * 2 * d + d);
   }
-  // Attention: RoPE over the adjacent q and k heads, k and v into the cache, one row per head.
-  std::vector<E> qkv(static_cast<size_t>(BT * W)), qk(static_cast<size_t>(BT * (H + K) * hd));
-  std::vector<E> attn(static_cast<size_t>(B * R * H * hd));
-  layers::linear_rows(x.data(), BT, qkv_, qkv.data());
+}
+
+template <class E>
+void Eagle3Head::rows_attention(const E* x, int64_t B, int64_t T, const int64_t* pick, int64_t R, KVCache& cache,
+                                E* attn) const {
+  const ModelConfig& c = cfg_;
+  const int64_t H = c.num_attention_heads, K = c.num_key_value_heads, hd = c.head_dim;
+  const int64_t G = H / K, W = (H + 2 * K) * hd, QK = (H + K) * hd;
+  std::vector<E> qkv(static_cast<size_t>(B * T * W)), qk(static_cast<size_t>(B * T * QK));
+  layers::linear_rows(x, B * T, qkv_, qkv.data());
   const KVCache::Append plan = cache.prepare_append_host(T);
   E* kc = static_cast<E*>(cache.data(0, 0));
   E* vc = static_cast<E*>(cache.data(0, 1));
@@ -144,10 +143,10 @@ Eagle3Head::Output Eagle3Head::rows_step(const int64_t* id, int64_t B, int64_t T
   for (int64_t b = 0; b < B; ++b) {
     const int64_t len = cache.length(b);
     layers::rope_rows(qkv.data() + b * T * W, T, W, H + K, hd, ptr<E>(rope_.table.cos) + len * hd,
-                      ptr<E>(rope_.table.sin) + len * hd, qk.data() + b * T * (H + K) * hd);
+                      ptr<E>(rope_.table.sin) + len * hd, qk.data() + b * T * QK);
     for (int64_t t = 0; t < T; ++t) {
-      const E* row_qk = qk.data() + (b * T + t) * (H + K) * hd;
-      const E* row_v = qkv.data() + (b * T + t) * W + (H + K) * hd;
+      const E* row_qk = qk.data() + (b * T + t) * QK;
+      const E* row_v = qkv.data() + (b * T + t) * W + QK;
       for (int64_t kh = 0; kh < K; ++kh) {
         const int64_t slot = ((b * K + kh) * L + len + t) * hd;
         std::memcpy(kc + slot, row_qk + (H + kh) * hd, hd * sizeof(E));
@@ -156,24 +155,24 @@ Eagle3Head::Output Eagle3Head::rows_step(const int64_t* id, int64_t B, int64_t T
     }
     // Per KV head its G query heads over the returned rows (token t sees len + t + 1 keys).
     for (int64_t t = 0; t < T; ++t) n_keys[t] = len + t + 1;
-    const E* q = qk.data() + b * T * (H + K) * hd;
+    const E* q = qk.data() + b * T * QK;
     const E* kb = kc + b * K * L * hd;
     const E* vb = vc + b * K * L * hd;
-    if (!pick)
-      layers::attend_rows(q, (H + K) * hd, T, K, G, n_keys.data(), kb, vb, L * hd, hd, scale,
-                          attn.data() + b * T * H * hd, H * hd);
+    if (!pick) layers::attend_rows(q, QK, T, K, G, n_keys.data(), kb, vb, L * hd, hd, scale, attn + b * T * H * hd, H * hd);
     for (int64_t r = 0; pick && r < R; ++r) {
       const int64_t t = pick[b * R + r];
-      layers::attend_rows(q + t * (H + K) * hd, (H + K) * hd, 1, K, G, n_keys.data() + t, kb, vb, L * hd, hd, scale,
-                          attn.data() + (b * R + r) * H * hd, H * hd);
+      layers::attend_rows(q + t * QK, QK, 1, K, G, n_keys.data() + t, kb, vb, L * hd, hd, scale,
+                          attn + (b * R + r) * H * hd, H * hd);
     }
   }
   cache.commit(plan);
+}
 
-  // The returned rows only from here (a causal layer: the cache needs every row's k and v, the
-  // rest of the layer only the rows read out; llama.cpp's last layer keeps its output rows so):
-  // h = g + o(attn); h += down(swiglu(gate_up(norm(h)))), in place in the prenorm output.
-  const int64_t BR = B * R;
+template <class E>
+Eagle3Head::Output Eagle3Head::rows_output(const E* g, const E* attn, int64_t B, int64_t T, const int64_t* pick,
+                                           int64_t R) const {
+  const int64_t d = cfg_.hidden_size, I = cfg_.intermediate_size, BR = B * R;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
   Output out;
   out.prenorm = at::empty({B, R, d}, embed_.options());
   out.logits = at::empty({B, R, draft_vocab_}, embed_.options());
@@ -181,22 +180,37 @@ Eagle3Head::Output Eagle3Head::rows_step(const int64_t* id, int64_t B, int64_t T
   for (int64_t b = 0; b < B; ++b)
     for (int64_t r = 0; r < R; ++r) {
       const int64_t t = pick ? pick[b * R + r] : r;
-      std::memcpy(h + (b * R + r) * d, g.data() + (b * T + t) * d, d * sizeof(E));
+      std::memcpy(h + (b * R + r) * d, g + (b * T + t) * d, d * sizeof(E));
     }
   std::vector<E> tmp(static_cast<size_t>(BR * d)), gu(static_cast<size_t>(BR * 2 * I));
   std::vector<E> act(static_cast<size_t>(BR * I));
-  layers::linear_rows(attn.data(), BR, o_, tmp.data());
+  layers::linear_rows(attn, BR, o_, tmp.data());
   layers::add_rows(tmp.data(), BR * d, h);
   layers::rms_norm_rows(h, BR, d, d, ptr<E>(post_norm_), eps, tmp.data());
   layers::linear_rows(tmp.data(), BR, gate_up_, gu.data());
   layers::swiglu_rows(gu.data(), BR, I, act.data());
   layers::linear_rows(act.data(), BR, down_, tmp.data());
   layers::add_rows(tmp.data(), BR * d, h);
-
   // Their logits.
   layers::rms_norm_rows(h, BR, d, d, ptr<E>(norm_), eps, tmp.data());
   layers::linear_rows(tmp.data(), BR, lm_head_, ptr<E>(out.logits));
   return out;
+}
+
+template <class E>
+Eagle3Head::Output Eagle3Head::rows_step(const int64_t* id, int64_t B, int64_t T, const E* target_feats,
+                                         const E* fed, const int64_t* pick, int64_t R, KVCache& cache) const {
+  const int64_t BT = B * T, d = cfg_.hidden_size, H = cfg_.num_attention_heads, hd = cfg_.head_dim;
+  // g: the target features folded by fc, or the fed-back pre-norm state; x = [norm(emb) | norm(g)].
+  std::vector<E> g(static_cast<size_t>(BT * d)), x(static_cast<size_t>(BT * 2 * d));
+  rows_input(id, BT, target_feats, fed, g.data(), x.data());
+  // Attention: RoPE over the adjacent q and k heads, k and v into the cache, one row per head.
+  std::vector<E> attn(static_cast<size_t>(B * R * H * hd));
+  rows_attention(x.data(), B, T, pick, R, cache, attn.data());
+  // The returned rows only from here (a causal layer: the cache needs every row's k and v, the
+  // rest of the layer only the rows read out; llama.cpp's last layer keeps its output rows so):
+  // h = g + o(attn); h += down(swiglu(gate_up(norm(h)))), in place in the prenorm output.
+  return rows_output(g.data(), attn.data(), B, T, pick, R);
 }
 
 template Eagle3Head::Output Eagle3Head::forward_rows<uint16_t>(const at::Tensor&, const at::Tensor&, bool, KVCache&,

@@ -15,6 +15,9 @@
 
 namespace ears {
 
+class Checkpoint;
+class PhaseClock;
+
 // The compute dtype `dtype: auto` picks for a checkpoint stored in `checkpoint`: the checkpoint's
 // own on an accelerator; on the CPU never one the hardware emulates: bf16 when a CPU kernel path
 // computes it (decoders/kernel_path.h: bf16 weights widened to f32 in registers on AVX2) or the
@@ -100,6 +103,14 @@ class CausalLM {
     layers::LinearWeight down;
   };
   CausalLM() = default;
+  static Layer load_layer(const Checkpoint& ck, const ModelConfig& c, int64_t i, c10::Device device,
+                          c10::ScalarType dtype);
+  // ids [B, T] int64 on device_, and a cache of this model's shape, dtype and device.
+  void check_forward_args(const at::Tensor& ids, const KVCache& cache) const;
+  // Layer i over h [B, T, hidden] in place. With `keep` (the last layer, trimmed): past its K/V
+  // write only for the rows *keep [B, R] (h becomes [B, R, hidden]), or none if *keep is undefined.
+  void layer_forward(int64_t i, at::Tensor& h, KVCache& cache, const KVCache::Append& plan,
+                     const layers::RopeTables& rope, const at::Tensor* keep, PhaseClock& clock) const;
 
   ModelConfig cfg_;
   std::filesystem::path dir_;

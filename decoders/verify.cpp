@@ -141,9 +141,14 @@ at::Tensor row_at(const at::Tensor& t, const at::Tensor& index) {
 }  // namespace
 
 // ---- verify ----
+namespace {
 
-VerifyOutput verify(const VerifierSpec& spec, const VerifyInput& in) {
-  validate(spec);
+// Checks every field's shape against target_probs [B, γ+1, V]; returns B, G = γ, V.
+struct VerifyDims {
+  int64_t B, G, V;
+};
+
+VerifyDims check_input(const VerifierSpec& spec, const VerifyInput& in) {
   const at::Tensor& p_t = in.target_probs;
   if (!p_t.defined() || p_t.dim() != 3 || p_t.size(1) < 1)
     fail("verify: VerifyInput.target_probs must be [B, γ+1, V], got {}", shape(p_t));
@@ -158,68 +163,91 @@ VerifyOutput verify(const VerifierSpec& spec, const VerifyInput& in) {
   if (kind == VerifierSpec::Ears && spec.uncertainty == VerifierSpec::MaxProb)
     expect(in.target_max, "target_max", {B, G + 1}, p_t);
   if (kind != VerifierSpec::Greedy) expect(in.uniforms_sample, "uniforms_sample", {B}, p_t);
+  return {B, G, V};
+}
 
-  const auto long_opts = in.draft_tokens.options();
-  const at::Tensor& x = in.draft_tokens;
-  const at::Tensor p_draft_pos = p_t.narrow(1, 0, G);                 // [B, G, V] (view)
-  const at::Tensor p_x = p_draft_pos.gather(2, x.unsqueeze(2)).squeeze(2).to(at::kFloat);  // [B, G]
-
-  // Per-position decision: accept [B, G] bool; primary [B, G] bool (false = pardoned).
+// Per-position decision: accept [B, G] bool; primary [B, G] bool (false = pardoned);
+// top [B, G+1] int64, the target's argmax (greedy only).
+struct Decision {
   at::Tensor accept, primary, top;
-  switch (kind) {
+};
+
+// p_draft_pos: p_t at the draft positions [B, G, V]; p_x: p_t(x) [B, G] float32.
+Decision decide(const VerifierSpec& spec, const VerifyInput& in, const at::Tensor& p_draft_pos,
+                const at::Tensor& p_x, int64_t G) {
+  const at::Tensor& x = in.draft_tokens;
+  Decision d;
+  switch (spec.kind) {
     case VerifierSpec::Baseline:
     case VerifierSpec::Ears: {
       at::Tensor q_x = in.draft_probs.defined()
                            ? in.draft_probs.gather(2, x.unsqueeze(2)).squeeze(2).to(at::kFloat)
                            : at::ones_like(p_x);
-      const at::Tensor u = kind == VerifierSpec::Ears
+      const at::Tensor u = spec.kind == VerifierSpec::Ears
                                ? uncertainty(spec, p_draft_pos,
                                              in.target_max.defined() ? in.target_max.narrow(1, 0, G) : at::Tensor())
                                : at::Tensor();
       const AcceptanceRule rule = acceptance_rule(spec, p_x, q_x, u);
       const at::Tensor u_acc = in.uniforms_accept.to(at::kFloat);
-      accept = accepts(rule, p_x, u_acc);
+      d.accept = accepts(rule, p_x, u_acc);
       // What the exact rule alone would have accepted (q aside): EARS's other accepts are pardons.
-      primary = (rule.ratio >= u_acc).logical_and_(p_x > 0);
+      d.primary = (rule.ratio >= u_acc).logical_and_(p_x > 0);
       break;
     }
     case VerifierSpec::Typical:
-      accept = p_x > typical_threshold(spec, p_draft_pos.to(at::kFloat));
-      primary = accept;
+      d.accept = p_x > typical_threshold(spec, p_draft_pos.to(at::kFloat));
+      d.primary = d.accept;
       break;
     case VerifierSpec::Greedy:
-      top = p_t.argmax(2);  // [B, G+1]
-      accept = x == top.narrow(1, 0, G);
-      primary = accept;
+      d.top = in.target_probs.argmax(2);
+      d.accept = x == d.top.narrow(1, 0, G);
+      d.primary = d.accept;
       break;
   }
-  at::Tensor accepted = accept.to(at::kLong).cumprod(1).sum(1);  // [B]
+  return d;
+}
 
-  // The one token of the verifier's own at index `accepted`.
-  at::Tensor own;
-  if (kind == VerifierSpec::Greedy) {
-    own = top.gather(1, accepted.unsqueeze(1)).squeeze(1);
-  } else {
-    at::Tensor p_row = row_at(p_t, accepted).to(at::kFloat);  // [B, V]
-    at::Tensor dist = p_row;
-    if (rejection && G > 0) {
-      at::Tensor j = accepted.clamp_max(G - 1);
-      at::Tensor resid = in.draft_probs.defined()
-                             ? (p_row - row_at(in.draft_probs, j).to(at::kFloat)).clamp_min_(0)
-                             : p_row.scatter(1, x.gather(1, j.unsqueeze(1)), 0.0);  // one-hot q
-      at::Tensor use_resid = (accepted < G).logical_and_(resid.sum(1) > 0).unsqueeze(1);
-      dist = at::where(use_resid, resid, p_row);  // unnormalised is fine for sample_from_probs
-    }
-    own = sample_from_probs(dist, in.uniforms_sample);
+// The one token of the verifier's own at index accepted [B]: the argmax (greedy), a sample of
+// norm(max(0, p_t - q)) after a rejection (baseline, EARS), of p_t otherwise. -> [B] int64
+at::Tensor own_token(const VerifierSpec& spec, const VerifyInput& in, const Decision& d, const at::Tensor& accepted,
+                     int64_t G) {
+  if (spec.kind == VerifierSpec::Greedy) return d.top.gather(1, accepted.unsqueeze(1)).squeeze(1);
+  const at::Tensor& x = in.draft_tokens;
+  at::Tensor p_row = row_at(in.target_probs, accepted).to(at::kFloat);  // [B, V]
+  at::Tensor dist = p_row;
+  const bool rejection = spec.kind == VerifierSpec::Baseline || spec.kind == VerifierSpec::Ears;
+  if (rejection && G > 0) {
+    at::Tensor j = accepted.clamp_max(G - 1);
+    at::Tensor resid = in.draft_probs.defined()
+                           ? (p_row - row_at(in.draft_probs, j).to(at::kFloat)).clamp_min_(0)
+                           : p_row.scatter(1, x.gather(1, j.unsqueeze(1)), 0.0);  // one-hot q
+    at::Tensor use_resid = (accepted < G).logical_and_(resid.sum(1) > 0).unsqueeze(1);
+    dist = at::where(use_resid, resid, p_row);  // unnormalised is fine for sample_from_probs
   }
+  return sample_from_probs(dist, in.uniforms_sample);
+}
 
+}  // namespace
+
+VerifyOutput verify(const VerifierSpec& spec, const VerifyInput& in) {
+  validate(spec);
+  const VerifyDims dims = check_input(spec, in);
+  const int64_t B = dims.B, G = dims.G;
+  const at::Tensor& x = in.draft_tokens;
+  const at::Tensor p_draft_pos = in.target_probs.narrow(1, 0, G);                          // [B, G, V] (view)
+  const at::Tensor p_x = p_draft_pos.gather(2, x.unsqueeze(2)).squeeze(2).to(at::kFloat);  // [B, G]
+  const Decision d = decide(spec, in, p_draft_pos, p_x, G);
+  at::Tensor accepted = d.accept.to(at::kLong).cumprod(1).sum(1);  // [B]
+  const at::Tensor own = own_token(spec, in, d, accepted, G);      // [B]
+
+  const auto long_opts = x.options();
   at::Tensor idx = at::arange(G + 1, long_opts).unsqueeze(0);  // [1, G+1]
   at::Tensor acc = accepted.unsqueeze(1);                       // [B, 1]
   at::Tensor drafts = at::cat({x, at::zeros({B, 1}, long_opts)}, 1);
   at::Tensor emitted = at::where(idx == acc, own.unsqueeze(1), drafts).masked_fill_(idx > acc, -1);
 
   at::Tensor reached = idx.narrow(1, 0, G) < acc;                        // accepted positions
-  at::Tensor kind_code = 2 - primary.to(at::kLong);                      // 1 primary, 2 pardon
+  at::Tensor kind_code = 2 - d.primary.to(at::kLong);                    // 1 primary, 2 pardon
   at::Tensor path = (kind_code * reached.to(at::kLong)).to(at::kChar);
   return {accepted, emitted, path};
 }
