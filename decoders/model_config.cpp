@@ -71,19 +71,11 @@ std::string dtype_name(c10::ScalarType dtype) {
   }
 }
 
-ModelConfig ModelConfig::parse(const std::string& json_text, const std::string& origin,
-                               bool check_architecture) {
-  json j;
-  try {
-    j = json::parse(json_text);
-  } catch (const json::exception& e) {
-    fail("{}: invalid JSON ({})", origin, e.what());
-  }
-  if (!j.is_object()) fail("{}: expected a JSON object at the top level", origin);
-  JsonKeys k{j, origin};
-  ModelConfig c;
+namespace {
 
-  // Architecture: architectures[0], else model_type.
+// Architecture: architectures[0], else model_type mapped to its HF class name.
+void parse_architecture(const JsonKeys& k, bool check_architecture, ModelConfig& c) {
+  const std::string& origin = k.origin;
   if (const json* a = k.find("architectures")) {
     if (!a->is_array() || a->empty() || !(*a)[0].is_string())
       fail("{}: key 'architectures' must be a non-empty list of strings, got {}", origin, json_type(*a));
@@ -107,7 +99,11 @@ ModelConfig ModelConfig::parse(const std::string& json_text, const std::string& 
          "LlamaForCausalLM)",
          origin, c.architecture);
   }
+}
 
+// Sizes and heads: every count positive, heads grouped evenly, head_dim even (RoPE).
+void parse_shape(const JsonKeys& k, ModelConfig& c) {
+  const std::string& origin = k.origin;
   c.vocab_size = k.positive_int("vocab_size");
   c.hidden_size = k.positive_int("hidden_size");
   c.intermediate_size = k.positive_int("intermediate_size");
@@ -126,6 +122,39 @@ ModelConfig ModelConfig::parse(const std::string& json_text, const std::string& 
     c.head_dim = c.hidden_size / c.num_attention_heads;
   }
   if (c.head_dim % 2 != 0) fail("{}: head_dim {} must be even for RoPE", origin, c.head_dim);
+}
+
+// Special token ids (a draft head's config may describe another vocabulary: checked for targets only),
+// hidden_act and sliding windows, which this implementation does not have.
+void check_target_only_keys(const JsonKeys& k, const ModelConfig& c) {
+  std::vector<int64_t> special = c.eos_token_ids;
+  if (c.bos_token_id) special.push_back(*c.bos_token_id);
+  for (int64_t id : special)
+    if (id < 0 || id >= c.vocab_size)
+      fail("{}: special token id {} (eos_token_id / bos_token_id) is outside the vocabulary [0, {}); fix "
+           "config.json",
+           k.origin, id, c.vocab_size);
+  if (auto act = k.opt_string("hidden_act"); act && *act != "silu")
+    fail("{}: hidden_act '{}' is not supported (only silu)", k.origin, *act);
+  if (c.arch != Arch::Llama && k.opt_bool("use_sliding_window", false))
+    fail("{}: use_sliding_window is true; sliding-window attention is not supported", k.origin);
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::parse(const std::string& json_text, const std::string& origin,
+                               bool check_architecture) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::exception& e) {
+    fail("{}: invalid JSON ({})", origin, e.what());
+  }
+  if (!j.is_object()) fail("{}: expected a JSON object at the top level", origin);
+  JsonKeys k{j, origin};
+  ModelConfig c;
+  parse_architecture(k, check_architecture, c);
+  parse_shape(k, c);
   c.rms_norm_eps = k.req_double("rms_norm_eps");
   c.rope = parse_rope(j, origin);
   c.tie_word_embeddings = k.opt_bool("tie_word_embeddings", false);
@@ -146,22 +175,7 @@ ModelConfig ModelConfig::parse(const std::string& json_text, const std::string& 
   if (k.find("max_position_embeddings") && c.max_position_embeddings <= 0)
     fail("{}: max_position_embeddings is {}; it must be a positive context length (or absent)", origin,
          c.max_position_embeddings);
-  if (check_architecture) {  // a draft head's config may describe another vocabulary
-    std::vector<int64_t> special = c.eos_token_ids;
-    if (c.bos_token_id) special.push_back(*c.bos_token_id);
-    for (int64_t id : special)
-      if (id < 0 || id >= c.vocab_size)
-        fail("{}: special token id {} (eos_token_id / bos_token_id) is outside the vocabulary [0, {}); fix "
-             "config.json",
-             origin, id, c.vocab_size);
-  }
-
-  if (check_architecture) {
-    if (auto act = k.opt_string("hidden_act"); act && *act != "silu")
-      fail("{}: hidden_act '{}' is not supported (only silu)", origin, *act);
-    if (c.arch != Arch::Llama && k.opt_bool("use_sliding_window", false))
-      fail("{}: use_sliding_window is true; sliding-window attention is not supported", origin);
-  }
+  if (check_architecture) check_target_only_keys(k, c);
   return c;
 }
 

@@ -153,6 +153,82 @@ struct HeapItem {
   }
 };
 
+// The corpus as byte-token words with their counts, and each adjacent pair's count over them.
+struct WordPairs {
+  std::vector<std::vector<int32_t>> words;
+  std::vector<int64_t> counts;
+  std::unordered_map<uint64_t, int64_t> pair_count;
+  std::unordered_map<uint64_t, std::vector<int32_t>> where;  // may hold stale or repeated entries
+  std::vector<uint32_t> stamp;                                // the last merge round that visited a word
+  uint32_t round = 0;
+
+  void add_pairs(int32_t w, int64_t sign) {
+    const auto& s = words[w];
+    for (std::size_t i = 0; i + 1 < s.size(); ++i) {
+      const uint64_t k = key(s[i], s[i + 1]);
+      pair_count[k] += sign * counts[w];
+      if (sign > 0) where[k].push_back(w);
+    }
+  }
+
+  // Replaces (a, b) by `merged` in every word holding it; returns the pairs whose counts changed
+  // (sorted, unique).
+  std::vector<uint64_t> merge(int32_t a, int32_t b, int32_t merged) {
+    const uint64_t k = key(a, b);
+    ++round;
+    std::vector<int32_t> affected = std::move(where[k]);
+    where.erase(k);
+    std::vector<uint64_t> touched;
+    for (int32_t w : affected) {
+      if (stamp[w] == round) continue;
+      stamp[w] = round;
+      auto& s = words[w];
+      bool has = false;
+      for (std::size_t i = 0; i + 1 < s.size() && !has; ++i) has = s[i] == a && s[i + 1] == b;
+      if (!has) continue;
+      for (std::size_t i = 0; i + 1 < s.size(); ++i) touched.push_back(key(s[i], s[i + 1]));
+      add_pairs(w, -1);
+      std::vector<int32_t> ns;
+      ns.reserve(s.size());
+      for (std::size_t i = 0; i < s.size(); ++i) {
+        const bool here = i + 1 < s.size() && s[i] == a && s[i + 1] == b;
+        ns.push_back(here ? merged : s[i]);
+        if (here) ++i;
+      }
+      s = std::move(ns);
+      add_pairs(w, +1);
+      for (std::size_t i = 0; i + 1 < s.size(); ++i) touched.push_back(key(s[i], s[i + 1]));
+    }
+    pair_count.erase(k);
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    return touched;
+  }
+};
+
+// The corpus pre-tokenized by `skeleton`, words in a deterministic order (unordered_map
+// iteration order is not portable), pairs counted.
+WordPairs count_words(const std::vector<std::string>& corpus, const Tokenizer& skeleton, BpeTrainerResult& res) {
+  std::unordered_map<std::string, int64_t> word_counts;
+  for (const std::string& text : corpus) {
+    res.corpus_bytes += text.size();
+    for (std::string& w : skeleton.pretokenize(text)) ++word_counts[std::move(w)];
+  }
+  std::vector<std::pair<std::string, int64_t>> sorted(word_counts.begin(), word_counts.end());
+  std::sort(sorted.begin(), sorted.end());
+  res.unique_words = sorted.size();
+  WordPairs wp;
+  wp.words.resize(sorted.size());
+  wp.counts.resize(sorted.size());
+  wp.stamp.assign(sorted.size(), 0);
+  for (std::size_t w = 0; w < sorted.size(); ++w) {
+    wp.counts[w] = sorted[w].second;
+    for (unsigned char c : sorted[w].first) wp.words[w].push_back(bytes_table().id_of_byte[c]);
+  }
+  for (int32_t w = 0; w < static_cast<int32_t>(wp.words.size()); ++w) wp.add_pairs(w, +1);
+  return wp;
+}
+
 }  // namespace
 
 BpeTrainerResult train_bpe_tokenizer(const std::vector<std::string>& corpus, const BpeTrainerOptions& o,
@@ -173,88 +249,28 @@ BpeTrainerResult train_bpe_tokenizer(const std::vector<std::string>& corpus, con
   const Tokenizer skeleton = Tokenizer::load(out_dir / "tokenizer.json");
 
   BpeTrainerResult res;
-  std::unordered_map<std::string, int64_t> word_counts;
-  for (const std::string& text : corpus) {
-    res.corpus_bytes += text.size();
-    for (std::string& w : skeleton.pretokenize(text)) ++word_counts[std::move(w)];
-  }
-  // Deterministic word order (unordered_map iteration order is not portable).
-  std::vector<std::pair<std::string, int64_t>> sorted(word_counts.begin(), word_counts.end());
-  std::sort(sorted.begin(), sorted.end());
-  res.unique_words = sorted.size();
-  std::vector<std::vector<int32_t>> words(sorted.size());
-  std::vector<int64_t> counts(sorted.size());
-  for (std::size_t w = 0; w < sorted.size(); ++w) {
-    counts[w] = sorted[w].second;
-    for (unsigned char c : sorted[w].first) words[w].push_back(bytes_table().id_of_byte[c]);
-  }
-
-  std::unordered_map<uint64_t, int64_t> pair_count;
-  std::unordered_map<uint64_t, std::vector<int32_t>> where;  // may hold stale or repeated entries
-  auto add_pairs = [&](int32_t w, int64_t sign) {
-    const auto& s = words[w];
-    for (std::size_t i = 0; i + 1 < s.size(); ++i) {
-      const uint64_t k = key(s[i], s[i + 1]);
-      pair_count[k] += sign * counts[w];
-      if (sign > 0) where[k].push_back(w);
-    }
-  };
-  for (int32_t w = 0; w < static_cast<int32_t>(words.size()); ++w) add_pairs(w, +1);
+  WordPairs wp = count_words(corpus, skeleton, res);
   std::priority_queue<HeapItem> heap;
-  for (const auto& [k, c] : pair_count) heap.push({c, int32_t(k >> 32), int32_t(k & 0xFFFFFFFF)});
+  for (const auto& [k, c] : wp.pair_count) heap.push({c, int32_t(k >> 32), int32_t(k & 0xFFFFFFFF)});
 
   const int32_t max_merges = o.vocab_size - 256 - n_added;
-  std::vector<uint32_t> stamp(words.size(), 0);
-  uint32_t round = 0;
   std::unordered_map<std::string, int32_t> id_of;  // a merge that re-creates an existing string reuses its id
   for (int32_t i = 0; i < 256; ++i) id_of.emplace(vocab[i], i);
   while (static_cast<int32_t>(vocab.size()) < 256 + max_merges && !heap.empty()) {
     const HeapItem top = heap.top();
     heap.pop();
-    const uint64_t k = key(top.a, top.b);
-    auto pc = pair_count.find(k);
-    if (pc == pair_count.end() || pc->second != top.count) continue;  // stale entry
+    auto pc = wp.pair_count.find(key(top.a, top.b));
+    if (pc == wp.pair_count.end() || pc->second != top.count) continue;  // stale entry
     if (top.count < o.min_frequency || top.count <= 0) break;
     std::string joined = vocab[top.a] + vocab[top.b];
     auto [found, fresh] = id_of.emplace(joined, static_cast<int32_t>(vocab.size()));
-    const int32_t merged = found->second;
     if (fresh) vocab.push_back(std::move(joined));
     merges.emplace_back(top.a, top.b);
-    ++round;
-    std::vector<int32_t> affected = std::move(where[k]);
-    where.erase(k);
-    std::vector<uint64_t> touched;
-    for (int32_t w : affected) {
-      if (stamp[w] == round) continue;
-      stamp[w] = round;
-      auto& s = words[w];
-      bool has = false;
-      for (std::size_t i = 0; i + 1 < s.size() && !has; ++i) has = s[i] == top.a && s[i + 1] == top.b;
-      if (!has) continue;
-      for (std::size_t i = 0; i + 1 < s.size(); ++i) touched.push_back(key(s[i], s[i + 1]));
-      add_pairs(w, -1);
-      std::vector<int32_t> ns;
-      ns.reserve(s.size());
-      for (std::size_t i = 0; i < s.size(); ++i) {
-        if (i + 1 < s.size() && s[i] == top.a && s[i + 1] == top.b) {
-          ns.push_back(merged);
-          ++i;
-        } else {
-          ns.push_back(s[i]);
-        }
-      }
-      s = std::move(ns);
-      add_pairs(w, +1);
-      for (std::size_t i = 0; i + 1 < s.size(); ++i) touched.push_back(key(s[i], s[i + 1]));
-    }
-    pair_count.erase(k);
-    std::sort(touched.begin(), touched.end());
-    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-    for (uint64_t t : touched) {
-      auto it = pair_count.find(t);
-      if (it == pair_count.end()) continue;
+    for (uint64_t t : wp.merge(top.a, top.b, found->second)) {
+      auto it = wp.pair_count.find(t);
+      if (it == wp.pair_count.end()) continue;
       if (it->second <= 0) {
-        pair_count.erase(it);
+        wp.pair_count.erase(it);
         continue;
       }
       heap.push({it->second, int32_t(t >> 32), int32_t(t & 0xFFFFFFFF)});
