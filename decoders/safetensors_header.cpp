@@ -175,25 +175,11 @@ const SafetensorsTensor* SafetensorsHeader::find(const std::string& name) const 
   return it != tensors.end() && it->name == name ? &*it : nullptr;
 }
 
-SafetensorsHeader parse_safetensors_header(const uint8_t* bytes, uint64_t file_size,
-                                           const std::string& file_name) {
-  const std::string& file = file_name;
-  if (file_size < 8)
-    fail("{}: file is {} bytes, shorter than the 8-byte safetensors header length: truncated or not a "
-         "safetensors file; re-download it",
-         file, file_size);
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];
-  if (n > file_size - 8)
-    fail("{}: header length {} is larger than the {} bytes that follow it: truncated or not a safetensors "
-         "file; re-download it",
-         file, n, file_size - 8);
+namespace {
 
-  SafetensorsHeader header;
-  header.header_size = n;
-  header.data_offset = 8 + n;
-
-  // Reject duplicate top-level names (nlohmann would silently keep the last one).
+// The header's JSON object; a top-level name that appears twice is an error (nlohmann would
+// silently keep the last one).
+json parse_header_json(const uint8_t* bytes, uint64_t n, const std::string& file) {
   std::set<std::string> seen;
   std::string duplicate;
   auto callback = [&](int depth, json::parse_event_t event, json& parsed) {
@@ -218,7 +204,48 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* bytes, uint64_t file_s
   if (!duplicate.empty())
     fail("{}: tensor '{}' appears twice in the safetensors header; the file is corrupt, re-export it", file,
          one_line(duplicate));
+  return root;
+}
 
+// Spans must not overlap: walk them by start offset, remembering the furthest end so far.
+void check_no_overlap(const SafetensorsHeader& header, const std::string& file) {
+  std::vector<const SafetensorsTensor*> by_offset;
+  for (const auto& t : header.tensors) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(), [](const SafetensorsTensor* a, const SafetensorsTensor* b) {
+    return std::pair(a->begin, a->end) < std::pair(b->begin, b->end);
+  });
+  const SafetensorsTensor* furthest = nullptr;
+  const uint64_t base = header.data_offset;
+  for (const SafetensorsTensor* t : by_offset) {
+    if (furthest && t->begin < furthest->end && t->begin < t->end)
+      fail("{}: tensors '{}' (data_offsets [{}, {}]) and '{}' (data_offsets [{}, {}]) overlap; the header "
+           "is corrupt, re-download or re-export the file",
+           file, one_line(furthest->name), furthest->begin - base, furthest->end - base, one_line(t->name),
+           t->begin - base, t->end - base);
+    if (!furthest || t->end > furthest->end) furthest = t;
+  }
+}
+
+}  // namespace
+
+SafetensorsHeader parse_safetensors_header(const uint8_t* bytes, uint64_t file_size,
+                                           const std::string& file_name) {
+  const std::string& file = file_name;
+  if (file_size < 8)
+    fail("{}: file is {} bytes, shorter than the 8-byte safetensors header length: truncated or not a "
+         "safetensors file; re-download it",
+         file, file_size);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];
+  if (n > file_size - 8)
+    fail("{}: header length {} is larger than the {} bytes that follow it: truncated or not a safetensors "
+         "file; re-download it",
+         file, n, file_size - 8);
+
+  SafetensorsHeader header;
+  header.header_size = n;
+  header.data_offset = 8 + n;
+  const json root = parse_header_json(bytes, n, file);
   for (const auto& [key, value] : root.items()) {
     if (key == "__metadata__") {
       if (!value.is_object())
@@ -230,23 +257,7 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* bytes, uint64_t file_s
     }
     header.tensors.push_back(parse_entry(file, key, value, header.data_offset, file_size));
   }
-
-  // Spans must not overlap: walk them by start offset, remembering the furthest end so far.
-  std::vector<const SafetensorsTensor*> by_offset;
-  for (const auto& t : header.tensors) by_offset.push_back(&t);
-  std::sort(by_offset.begin(), by_offset.end(), [](const SafetensorsTensor* a, const SafetensorsTensor* b) {
-    return std::pair(a->begin, a->end) < std::pair(b->begin, b->end);
-  });
-  const SafetensorsTensor* furthest = nullptr;
-  for (const SafetensorsTensor* t : by_offset) {
-    if (furthest && t->begin < furthest->end && t->begin < t->end)
-      fail("{}: tensors '{}' (data_offsets [{}, {}]) and '{}' (data_offsets [{}, {}]) overlap; the header "
-           "is corrupt, re-download or re-export the file",
-           file, one_line(furthest->name), furthest->begin - header.data_offset,
-           furthest->end - header.data_offset, one_line(t->name), t->begin - header.data_offset, t->end - header.data_offset);
-    if (!furthest || t->end > furthest->end) furthest = t;
-  }
-
+  check_no_overlap(header, file);
   std::sort(header.tensors.begin(), header.tensors.end(),
             [](const SafetensorsTensor& a, const SafetensorsTensor& b) { return a.name < b.name; });
   return header;

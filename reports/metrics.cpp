@@ -263,41 +263,44 @@ Interval to_pct(const Interval& ratio_interval) {
 
 }  // namespace
 
-Comparison compare_arms(const std::vector<RequestResult>& results, const std::string& arm, const ArmMetrics& arm_m,
-                        const std::string& baseline, const ArmMetrics& base_m, uint64_t seed, int resamples) {
-  Comparison c;
-  c.arm = arm;
-  c.baseline = baseline;
-  c.bootstrap_seed = seed;
-  c.bootstrap_resamples = std::max(resamples, 0);
+namespace {
 
-  // Successful results by (request_id, repeat); the first one wins if a key repeats.
+// One (arm, baseline) pair's sums.
+PairSums pair_sums(const RequestResult& a, const RequestResult& b) {
+  PairSums s;
+  s.out_a = static_cast<double>(a.output_tokens);
+  s.lat_a = a.latency_s;
+  s.out_b = static_cast<double>(b.output_tokens);
+  s.lat_b = b.latency_s;
+  s.emitted_a = static_cast<double>(a.emitted());
+  s.steps_a = static_cast<double>(a.steps);
+  s.emitted_b = static_cast<double>(b.emitted());
+  s.steps_b = static_cast<double>(b.steps);
+  if (a.has_score && b.has_score) {
+    s.correct_diff = static_cast<double>(a.correct) - static_cast<double>(b.correct);
+    s.scored = 1;
+  }
+  return s;
+}
+
+// Successful results paired by (request_id, repeat) (the first one wins if a key repeats), summed
+// per request id (the bootstrap's clusters, in sorted order so the resampling is reproducible)
+// and over all; counts the pairs, scored pairs, discordant and identical outputs into c.
+std::map<std::string, PairSums> pair_up(const std::vector<RequestResult>& results, Comparison& c, PairSums& full) {
   using Key = std::pair<std::string, int>;
   std::map<Key, const RequestResult*> a_by_key, b_by_key;
   for (const auto& r : results) {
     if (!r.ok()) continue;
-    if (r.arm == arm) a_by_key.emplace(Key{r.request_id, r.repeat}, &r);
-    else if (r.arm == baseline) b_by_key.emplace(Key{r.request_id, r.repeat}, &r);
+    if (r.arm == c.arm) a_by_key.emplace(Key{r.request_id, r.repeat}, &r);
+    else if (r.arm == c.baseline) b_by_key.emplace(Key{r.request_id, r.repeat}, &r);
   }
-  // Clusters = request ids, in sorted order (std::map), so the resampling is reproducible.
   std::map<std::string, PairSums> clusters;
-  PairSums full;
   for (const auto& [key, a] : a_by_key) {
     auto it = b_by_key.find(key);
     if (it == b_by_key.end()) continue;
     const RequestResult* b = it->second;
-    PairSums s;
-    s.out_a = static_cast<double>(a->output_tokens);
-    s.lat_a = a->latency_s;
-    s.out_b = static_cast<double>(b->output_tokens);
-    s.lat_b = b->latency_s;
-    s.emitted_a = static_cast<double>(a->emitted());
-    s.steps_a = static_cast<double>(a->steps);
-    s.emitted_b = static_cast<double>(b->emitted());
-    s.steps_b = static_cast<double>(b->steps);
-    if (a->has_score && b->has_score) {
-      s.correct_diff = static_cast<double>(a->correct) - static_cast<double>(b->correct);
-      s.scored = 1;
+    const PairSums s = pair_sums(*a, *b);
+    if (s.scored > 0) {
       ++c.n_scored_pairs;
       if (a->correct && !b->correct) ++c.arm_only_correct;
       if (!a->correct && b->correct) ++c.baseline_only_correct;
@@ -307,19 +310,15 @@ Comparison compare_arms(const std::vector<RequestResult>& results, const std::st
     clusters[key.first].add(s);
     full.add(s);
   }
+  return clusters;
+}
 
-  // Point estimates: from the arms' metrics, so they agree with the table.
-  c.throughput_gain_pct = 100 * (ratio(arm_m.output_tokens_per_s, base_m.output_tokens_per_s) - 1);
-  c.total_throughput_gain_pct = 100 * (ratio(arm_m.total_tokens_per_s, base_m.total_tokens_per_s) - 1);
-  c.latency_change_pct = 100 * (ratio(arm_m.latency_mean_s, base_m.latency_mean_s) - 1);
-  c.accept_length_ratio = ratio(arm_m.mean_accept_length, base_m.mean_accept_length);
-  c.accuracy_delta_pp = 100 * full.accuracy_delta();
-  c.mcnemar_p = c.n_scored_pairs > 0 ? mcnemar_exact_p(c.arm_only_correct, c.baseline_only_correct) : nan_value();
-
-  if (clusters.empty() || c.bootstrap_resamples == 0) return c;
+// The 95 % intervals: a cluster bootstrap over request ids, each ratio's interval carried over to
+// its point estimate.
+void bootstrap_intervals(const std::map<std::string, PairSums>& clusters, const PairSums& full, Comparison& c) {
   std::vector<PairSums> cluster_sums;
   for (const auto& [id, s] : clusters) cluster_sums.push_back(s);
-  Rng rng(seed);
+  Rng rng(c.bootstrap_seed);
   const size_t n = cluster_sums.size(), B = static_cast<size_t>(c.bootstrap_resamples);
   std::vector<double> tp, lat, tau, acc;
   tp.reserve(B), lat.reserve(B), tau.reserve(B), acc.reserve(B);
@@ -337,6 +336,28 @@ Comparison compare_arms(const std::vector<RequestResult>& results, const std::st
       to_pct(rescaled(percentile_interval(lat, B), full.latency_ratio(), 1 + c.latency_change_pct / 100));
   c.accept_length_ratio_ci95 = rescaled(percentile_interval(tau, B), full.tau_ratio(), c.accept_length_ratio);
   if (c.n_scored_pairs > 0) c.accuracy_delta_ci95 = percentile_interval(acc, B);
+}
+
+}  // namespace
+
+Comparison compare_arms(const std::vector<RequestResult>& results, const std::string& arm, const ArmMetrics& arm_m,
+                        const std::string& baseline, const ArmMetrics& base_m, uint64_t seed, int resamples) {
+  Comparison c;
+  c.arm = arm;
+  c.baseline = baseline;
+  c.bootstrap_seed = seed;
+  c.bootstrap_resamples = std::max(resamples, 0);
+  PairSums full;
+  const std::map<std::string, PairSums> clusters = pair_up(results, c, full);
+
+  // Point estimates: from the arms' metrics, so they agree with the table.
+  c.throughput_gain_pct = 100 * (ratio(arm_m.output_tokens_per_s, base_m.output_tokens_per_s) - 1);
+  c.total_throughput_gain_pct = 100 * (ratio(arm_m.total_tokens_per_s, base_m.total_tokens_per_s) - 1);
+  c.latency_change_pct = 100 * (ratio(arm_m.latency_mean_s, base_m.latency_mean_s) - 1);
+  c.accept_length_ratio = ratio(arm_m.mean_accept_length, base_m.mean_accept_length);
+  c.accuracy_delta_pp = 100 * full.accuracy_delta();
+  c.mcnemar_p = c.n_scored_pairs > 0 ? mcnemar_exact_p(c.arm_only_correct, c.baseline_only_correct) : nan_value();
+  if (!clusters.empty() && c.bootstrap_resamples > 0) bootstrap_intervals(clusters, full, c);
   return c;
 }
 

@@ -160,9 +160,12 @@ std::string svg_accept_length_histogram(const std::vector<std::pair<std::string,
   return s;
 }
 
-std::string svg_sweep_chart(const std::vector<SweepSeries>& series, const std::string& baseline) {
+namespace {
+
+// Data ranges covering every point and interval of the series, and the baseline's (0, 0).
+Frame sweep_frame(const std::vector<SweepSeries>& series) {
   Frame f;
-  double xlo = 0, xhi = 0, ylo = 0, yhi = 0;  // zero always in range: the baseline
+  double xlo = 0, xhi = 0, ylo = 0, yhi = 0;
   auto widen = [](double& lo, double& hi, double v) {
     if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
   };
@@ -178,10 +181,12 @@ std::string svg_sweep_chart(const std::vector<SweepSeries>& series, const std::s
   nice_range(xlo, xhi);
   nice_range(ylo, yhi);
   f.x0 = xlo, f.x1 = xhi, f.y0 = ylo, f.y1 = yhi;
+  return f;
+}
 
-  std::string s = header(f, "Throughput gain vs accuracy change across β (vs " + baseline + ")");
-  s += y_axis(f, "output throughput gain (%)");
-  s += x_label(f, "accuracy change (percentage points)");
+// Numeric x ticks and their labels.
+std::string x_ticks(const Frame& f) {
+  std::string s;
   const double step = nice_step(f.x0, f.x1);
   for (double v = f.x0; v <= f.x1 + step * 1e-6; v += step) {
     const double x = f.px(v);
@@ -190,6 +195,49 @@ std::string svg_sweep_chart(const std::vector<SweepSeries>& series, const std::s
     s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", x,
                      f.top + f.plot_h() + 18, tick_label(v, step));
   }
+  return s;
+}
+
+// One series: its line, and per point the two interval whiskers, a dot with a tooltip and a β label.
+std::string sweep_series(const Frame& f, const SweepSeries& se, size_t i) {
+  auto plotted = [](const SweepPoint& p) {
+    return std::isfinite(p.accuracy_delta_pp) && std::isfinite(p.throughput_gain_pct);
+  };
+  auto finite = [](const Interval& v) { return std::isfinite(v.lo) && std::isfinite(v.hi); };
+  std::string s, path;
+  for (const auto& p : se.points)
+    if (plotted(p))
+      path += fmt::format("{}{:.1f},{:.1f}", path.empty() ? "" : " ", f.px(p.accuracy_delta_pp),
+                          f.py(p.throughput_gain_pct));
+  if (!path.empty())
+    s += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"/>\n", path,
+                     colour(i));
+  for (const auto& p : se.points) {
+    if (!plotted(p)) continue;
+    const double x = f.px(p.accuracy_delta_pp), y = f.py(p.throughput_gain_pct);
+    if (finite(p.accuracy_delta_ci95))
+      s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" opacity=\"0.5\"/>\n",
+                       f.px(p.accuracy_delta_ci95.lo), y, f.px(p.accuracy_delta_ci95.hi), y, colour(i));
+    if (finite(p.throughput_gain_ci95))
+      s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" opacity=\"0.5\"/>\n",
+                       x, f.py(p.throughput_gain_ci95.lo), x, f.py(p.throughput_gain_ci95.hi), colour(i));
+    s += fmt::format(
+        "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"{}\"><title>{}: β={:g}, {:+.1f}% throughput, "
+        "{:+.1f} pp accuracy</title></circle>\n",
+        x, y, colour(i), xml_escape(p.arm), p.beta, p.throughput_gain_pct, p.accuracy_delta_pp);
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\">β={:g}</text>\n", x + 6, y - 6, p.beta);
+  }
+  return s + legend_entry(f, i, se.name);
+}
+
+}  // namespace
+
+std::string svg_sweep_chart(const std::vector<SweepSeries>& series, const std::string& baseline) {
+  const Frame f = sweep_frame(series);
+  std::string s = header(f, "Throughput gain vs accuracy change across β (vs " + baseline + ")");
+  s += y_axis(f, "output throughput gain (%)");
+  s += x_label(f, "accuracy change (percentage points)");
+  s += x_ticks(f);
   // The baseline sits at (0, 0).
   s += fmt::format(
       "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#888888\" stroke-dasharray=\"4 3\"/>\n",
@@ -197,35 +245,7 @@ std::string svg_sweep_chart(const std::vector<SweepSeries>& series, const std::s
   s += fmt::format(
       "<line x1=\"{1:.1f}\" y1=\"{0:.1f}\" x2=\"{2:.1f}\" y2=\"{0:.1f}\" stroke=\"#888888\" stroke-dasharray=\"4 3\"/>\n",
       f.py(0), f.left, f.left + f.plot_w());
-
-  for (size_t i = 0; i < series.size(); ++i) {
-    const auto& se = series[i];
-    std::string path;
-    for (const auto& p : se.points) {
-      if (!std::isfinite(p.accuracy_delta_pp) || !std::isfinite(p.throughput_gain_pct)) continue;
-      path += fmt::format("{}{:.1f},{:.1f}", path.empty() ? "" : " ", f.px(p.accuracy_delta_pp),
-                          f.py(p.throughput_gain_pct));
-    }
-    if (!path.empty())
-      s += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"/>\n", path,
-                       colour(i));
-    for (const auto& p : se.points) {
-      if (!std::isfinite(p.accuracy_delta_pp) || !std::isfinite(p.throughput_gain_pct)) continue;
-      const double x = f.px(p.accuracy_delta_pp), y = f.py(p.throughput_gain_pct);
-      if (std::isfinite(p.accuracy_delta_ci95.lo) && std::isfinite(p.accuracy_delta_ci95.hi))
-        s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" opacity=\"0.5\"/>\n",
-                         f.px(p.accuracy_delta_ci95.lo), y, f.px(p.accuracy_delta_ci95.hi), y, colour(i));
-      if (std::isfinite(p.throughput_gain_ci95.lo) && std::isfinite(p.throughput_gain_ci95.hi))
-        s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" opacity=\"0.5\"/>\n",
-                         x, f.py(p.throughput_gain_ci95.lo), x, f.py(p.throughput_gain_ci95.hi), colour(i));
-      s += fmt::format(
-          "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"{}\"><title>{}: β={:g}, {:+.1f}% throughput, "
-          "{:+.1f} pp accuracy</title></circle>\n",
-          x, y, colour(i), xml_escape(p.arm), p.beta, p.throughput_gain_pct, p.accuracy_delta_pp);
-      s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\">β={:g}</text>\n", x + 6, y - 6, p.beta);
-    }
-    s += legend_entry(f, i, se.name);
-  }
+  for (size_t i = 0; i < series.size(); ++i) s += sweep_series(f, series[i], i);
   s += "</svg>\n";
   return s;
 }
