@@ -210,6 +210,55 @@ std::vector<GenResult> Engine::generate(const std::vector<GenRequest>& batch, co
   return results;
 }
 
+namespace {
+
+// One Sequence per request, its stats reset for the run's gamma; returns the prompt lengths.
+std::vector<int64_t> start_sequences(const std::vector<GenRequest>& batch, const DecodeParams& p,
+                                     const Tokenizer* tokenizer, DecodeRun& run) {
+  std::vector<int64_t> lens;
+  run.seqs.reserve(batch.size());
+  for (const GenRequest& r : batch) {
+    if (r.prompt.empty()) fail("request '{}': empty prompt", r.key);
+    lens.push_back(static_cast<int64_t>(r.prompt.size()));
+    Sequence& s = run.seqs.emplace_back(r);
+    s.result.prompt_tokens = lens.back();
+    s.result.stats.reset(run.gamma);
+    if (tokenizer) s.decoder.emplace(*tokenizer, /*skip_special=*/true);
+    s.stops = StopMatcher(p.stop_ids, tokenizer ? p.stop_strings : std::vector<std::string>{});
+  }
+  return lens;
+}
+
+// The prompts right-padded with id 0 to the longest: [B, max_prompt] int64 on dev.
+at::Tensor padded_prompts(const std::vector<GenRequest>& batch, int64_t max_prompt, c10::Device dev) {
+  const int64_t B = static_cast<int64_t>(batch.size());
+  std::vector<int64_t> flat(B * max_prompt, 0);
+  for (int64_t b = 0; b < B; ++b) std::copy(batch[b].prompt.begin(), batch[b].prompt.end(), flat.begin() + b * max_prompt);
+  return long_tensor(flat, dev).view({B, max_prompt});
+}
+
+// Each row's first token from the prefill's host copy ([B, 2]: token, 1 if its logits were
+// non-finite); finished rows leave the run's active set.
+void settle_first_tokens(DecodeRun& run, const at::Tensor& host, double t_prefill, const DecodeParams& p,
+                         Drafter* drafter) {
+  const auto h = host.accessor<float, 2>();
+  std::vector<int64_t> rows;
+  for (int64_t b = 0; b < static_cast<int64_t>(run.seqs.size()); ++b) {
+    Sequence& s = run.seqs[b];
+    s.result.ttft_s = s.result.stats.prefill_s = t_prefill - run.t_start;
+    if (h[b][1] != 0) fail_request(s, "non-finite logits in the prefill");
+    if (h[b][1] != 0 || push_token(s, static_cast<int32_t>(h[b][0]), p)) {
+      finish(s, run.t_start, run.syncs_start);
+    } else {
+      rows.push_back(b);
+    }
+  }
+  run.active = rows;
+  run.keep_rows(rows, drafter);
+}
+
+}  // namespace
+
 // Prefill: the prompts in one target forward, the first token sampled, the drafter begun.
 DecodeRun Engine::prefill(const std::vector<GenRequest>& batch, const DecodeParams& p) {
   const int64_t B = static_cast<int64_t>(batch.size());
@@ -217,27 +266,13 @@ DecodeRun Engine::prefill(const std::vector<GenRequest>& batch, const DecodePara
   run.gamma = drafter_ ? p.gamma : 0;
   run.dev = target_.device();
   run.syncs_start = host_sync_count();
-  std::vector<int64_t> lens(B);
-  run.seqs.reserve(B);
-  for (int64_t b = 0; b < B; ++b) {
-    const auto& r = batch[b];
-    if (r.prompt.empty()) fail("request '{}': empty prompt", r.key);
-    lens[b] = static_cast<int64_t>(r.prompt.size());
-    Sequence& s = run.seqs.emplace_back(r);
-    s.result.prompt_tokens = lens[b];
-    s.result.stats.reset(run.gamma);
-    if (tokenizer_) s.decoder.emplace(*tokenizer_, /*skip_special=*/true);
-    s.stops = StopMatcher(p.stop_ids, tokenizer_ ? p.stop_strings : std::vector<std::string>{});
-  }
+  const std::vector<int64_t> lens = start_sequences(batch, p, tokenizer_, run);
   const int64_t max_prompt = *std::max_element(lens.begin(), lens.end());
 
   run.t_start = now_s();
-  std::vector<int64_t> flat(B * max_prompt, 0), last_rows(B);
-  for (int64_t b = 0; b < B; ++b) {
-    std::copy(batch[b].prompt.begin(), batch[b].prompt.end(), flat.begin() + b * max_prompt);
-    last_rows[b] = lens[b] - 1;
-  }
-  const at::Tensor prompt_ids = long_tensor(flat, run.dev).view({B, max_prompt});
+  std::vector<int64_t> last_rows(B);
+  for (int64_t b = 0; b < B; ++b) last_rows[b] = lens[b] - 1;
+  const at::Tensor prompt_ids = padded_prompts(batch, max_prompt, run.dev);
   const int64_t cache_len = max_prompt + p.max_new_tokens + run.gamma + 2;
   run.cache = target_.new_cache(B, cache_len);
   std::optional<TraceRange> range(std::in_place, "ears.prefill");
@@ -256,23 +291,8 @@ DecodeRun Engine::prefill(const std::vector<GenRequest>& batch, const DecodePara
   const at::Tensor host = to_host(at::stack({first.to(at::kFloat), bad.to(at::kFloat)}, 1));
   if (drafter_) drafter_->begin(prompt_ids, lens, first, out.aux_hidden, cache_len);
   range.reset();
-  const double t_prefill = now_s();
-
-  const auto h = host.accessor<float, 2>();
-  std::vector<int64_t> rows;
-  for (int64_t b = 0; b < B; ++b) {
-    Sequence& s = run.seqs[b];
-    s.result.ttft_s = s.result.stats.prefill_s = t_prefill - run.t_start;
-    if (h[b][1] != 0) fail_request(s, "non-finite logits in the prefill");
-    if (h[b][1] != 0 || push_token(s, static_cast<int32_t>(h[b][0]), p)) {
-      finish(s, run.t_start, run.syncs_start);
-    } else {
-      rows.push_back(b);
-    }
-  }
-  run.active = rows;
   run.x_last = first.view({B, 1});
-  run.keep_rows(rows, drafter_);
+  settle_first_tokens(run, host, now_s(), p, drafter_);
   return run;
 }
 
