@@ -106,20 +106,64 @@ DraftTeacher draft_teacher(const at::Tensor& target_logits, const at::Tensor& dr
 
 }  // namespace
 
+namespace {
+
+// The head's attention at unroll step k: each position sees step 0's keys causally and its own
+// keys of steps 1..k (EAGLE-3's training-time test). Appends step k's keys and values
+// ([B, K, 1, N, hd]) to keys / values; returns [B, N, H * hd].
+at::Tensor ttt_attention(const ParamMap& p, const ModelConfig& c, const at::Tensor& x, const layers::RopeTables& rope,
+                         const at::Tensor& blocked0, std::vector<at::Tensor>& keys, std::vector<at::Tensor>& values) {
+  const int64_t B = x.size(0), N = x.size(1);
+  const int64_t H = c.num_attention_heads, K = c.num_key_value_heads, hd = c.head_dim, G = H / K;
+  const double scale = std::pow(static_cast<double>(hd), -0.5);
+  const int k = static_cast<int>(keys.size());
+  const at::Tensor q = layers::apply_rope(layers::linear(x, need_param(p, "midlayer.self_attn.q_proj.weight")).view({B, N, H, hd}), rope);
+  const at::Tensor kk = layers::apply_rope(layers::linear(x, need_param(p, "midlayer.self_attn.k_proj.weight")).view({B, N, K, hd}), rope);
+  const at::Tensor vv = layers::linear(x, need_param(p, "midlayer.self_attn.v_proj.weight")).view({B, N, K, hd});
+  keys.push_back(kk.permute({0, 2, 1, 3}).unsqueeze(2));
+  values.push_back(vv.permute({0, 2, 1, 3}).unsqueeze(2));
+  // Query head h = kv * G + g uses KV head kv (HF repeat_kv).
+  const at::Tensor qg = q.view({B, N, K, G, hd}).permute({0, 2, 3, 1, 4});  // [B, K, G, N, hd]
+  std::vector<at::Tensor> scores = {
+      at::matmul(qg, keys[0].transpose(-1, -2)).mul(scale).masked_fill(blocked0, -std::numeric_limits<double>::infinity())};
+  for (int i = 1; i <= k; ++i) scores.push_back((qg * keys[i]).sum(-1, /*keepdim=*/true).mul(scale));  // [B,K,G,N,1]
+  const at::Tensor probs = at::softmax(at::cat(scores, -1), -1, at::kFloat).to(x.scalar_type());
+  at::Tensor attn = at::matmul(probs.narrow(-1, 0, N), values[0]);
+  for (int i = 1; i <= k; ++i) attn = attn + probs.narrow(-1, N + i - 1, 1) * values[i];
+  return attn.permute({0, 3, 1, 2, 4}).reshape({B, N, H * hd});
+}
+
+// Step k's cross-entropy against the teacher's distribution over the loss tokens t + k + 2 whose
+// teacher argmax the draft vocabulary holds (fp32), and the argmax hits among them.
+struct StepLoss {
+  at::Tensor loss, correct, count;
+};
+
+StepLoss ttt_step_loss(const at::Tensor& logits, const DraftTeacher& teacher_all, const at::Tensor& loss_mask, int k) {
+  const at::Tensor teacher = shift_left(teacher_all.probs, k + 1);
+  at::Tensor mask = shift_left(loss_mask, k + 2);  // token t+k+2 exists and is a loss token
+  if (teacher_all.inside.defined()) mask = mask * shift_left(teacher_all.inside, k + 1);
+  const at::Tensor ce = -(teacher * at::log_softmax(logits, -1, at::kFloat)).sum(-1);  // [B, N]
+  StepLoss s;
+  s.count = mask.sum();
+  s.loss = (ce * mask).sum() / s.count.clamp_min(1.0);
+  s.correct = ((logits.argmax(-1) == shift_left(teacher_all.argmax, k + 1)).to(at::kFloat) * mask).sum();
+  return s;
+}
+
+}  // namespace
+
 TttOutput eagle3_ttt_forward(const ParamMap& p, const ModelConfig& c, const at::Tensor& embed, const at::Tensor& features,
                              const at::Tensor& target_logits, const at::Tensor& ids, const at::Tensor& loss_mask,
                              int ttt_steps, bool keep_logits, const at::Tensor& draft_ids) {
   const int64_t B = ids.size(0), N = ids.size(1);
-  const int64_t H = c.num_attention_heads, K = c.num_key_value_heads, hd = c.head_dim, G = H / K;
-  const double eps = c.rms_norm_eps, scale = std::pow(static_cast<double>(hd), -0.5);
+  const double eps = c.rms_norm_eps;
   const auto dev = ids.device();
-  const at::Tensor inv_freq = layers::rope_inv_freq(hd, c.rope, dev);
+  const at::Tensor inv_freq = layers::rope_inv_freq(c.head_dim, c.rope, dev);
   const at::Tensor ar = at::arange(N, at::TensorOptions().dtype(at::kLong).device(dev));
   // Block 0: key s visible to query t iff s <= t (padding sits at the end and is never a loss slot).
   const at::Tensor blocked0 = (ar.view({1, N}) > ar.view({N, 1})).view({1, 1, 1, N, N});
-  const DraftTeacher dt_all = draft_teacher(target_logits, draft_ids);
-  const at::Tensor& teacher_all = dt_all.probs;
-  const at::Tensor& teacher_arg_all = dt_all.argmax;
+  const DraftTeacher teacher = draft_teacher(target_logits, draft_ids);
   const c10::ScalarType dt = need_param(p, "fc.weight").scalar_type();  // compute dtype = the weights' dtype
 
   at::Tensor h = layers::linear(features.to(dt), need_param(p, "fc.weight"));
@@ -127,26 +171,12 @@ TttOutput eagle3_ttt_forward(const ParamMap& p, const ModelConfig& c, const at::
   TttOutput out;
   at::Tensor total;
   for (int k = 0; k < ttt_steps; ++k) {
-    const at::Tensor tok = shift_left(ids, k + 1);
-    const at::Tensor emb = at::embedding(embed, tok).to(dt).detach();
+    const at::Tensor emb = at::embedding(embed, shift_left(ids, k + 1)).to(dt).detach();
     const at::Tensor x = at::cat({layers::rms_norm(emb, need_param(p, "midlayer.input_layernorm.weight"), eps),
                                   layers::rms_norm(h, need_param(p, "midlayer.hidden_norm.weight"), eps)},
                                  -1);
     const layers::RopeTables rope = layers::rope_tables(inv_freq, (ar + k).view({1, N}).expand({B, N}), dt);
-    const at::Tensor q = layers::apply_rope(layers::linear(x, need_param(p, "midlayer.self_attn.q_proj.weight")).view({B, N, H, hd}), rope);
-    const at::Tensor kk = layers::apply_rope(layers::linear(x, need_param(p, "midlayer.self_attn.k_proj.weight")).view({B, N, K, hd}), rope);
-    const at::Tensor vv = layers::linear(x, need_param(p, "midlayer.self_attn.v_proj.weight")).view({B, N, K, hd});
-    keys.push_back(kk.permute({0, 2, 1, 3}).unsqueeze(2));    // [B, K, 1, N, hd]
-    values.push_back(vv.permute({0, 2, 1, 3}).unsqueeze(2));
-    // Query head h = kv * G + g uses KV head kv (HF repeat_kv).
-    const at::Tensor qg = q.view({B, N, K, G, hd}).permute({0, 2, 3, 1, 4});  // [B, K, G, N, hd]
-    std::vector<at::Tensor> scores = {
-        at::matmul(qg, keys[0].transpose(-1, -2)).mul(scale).masked_fill(blocked0, -std::numeric_limits<double>::infinity())};
-    for (int i = 1; i <= k; ++i) scores.push_back((qg * keys[i]).sum(-1, /*keepdim=*/true).mul(scale));  // [B,K,G,N,1]
-    const at::Tensor probs = at::softmax(at::cat(scores, -1), -1, at::kFloat).to(dt);
-    at::Tensor attn = at::matmul(probs.narrow(-1, 0, N), values[0]);
-    for (int i = 1; i <= k; ++i) attn = attn + probs.narrow(-1, N + i - 1, 1) * values[i];
-    attn = attn.permute({0, 3, 1, 2, 4}).reshape({B, N, H * hd});
+    const at::Tensor attn = ttt_attention(p, c, x, rope, blocked0, keys, values);
     const at::Tensor r = h + layers::linear(attn, need_param(p, "midlayer.self_attn.o_proj.weight"));
     const at::Tensor h_out =
         r + swiglu_mlp(layers::rms_norm(r, need_param(p, "midlayer.post_attention_layernorm.weight"), eps),
@@ -155,18 +185,11 @@ TttOutput eagle3_ttt_forward(const ParamMap& p, const ModelConfig& c, const at::
     const at::Tensor logits = layers::linear(layers::rms_norm(h_out, need_param(p, "norm.weight"), eps), need_param(p, "lm_head.weight"));
     if (k == 0) out.step0_logits = logits;
     if (keep_logits) out.logits.push_back(logits);
-
-    const at::Tensor teacher = shift_left(teacher_all, k + 1);
-    at::Tensor mask = shift_left(loss_mask, k + 2);  // token t+k+2 exists and is a loss token
-    if (dt_all.inside.defined()) mask = mask * shift_left(dt_all.inside, k + 1);  // and the teacher's argmax is draftable
-    const at::Tensor ce = -(teacher * at::log_softmax(logits, -1, at::kFloat)).sum(-1);  // [B, N]
-    const at::Tensor count = mask.sum();
-    const at::Tensor loss = (ce * mask).sum() / count.clamp_min(1.0);  // fp32
-    const at::Tensor correct = ((logits.argmax(-1) == shift_left(teacher_arg_all, k + 1)).to(at::kFloat) * mask).sum();
-    out.loss.push_back(loss);
-    out.correct.push_back(correct.detach());
-    out.count.push_back(count.detach());
-    const at::Tensor weighted = loss * std::pow(0.8, k);
+    const StepLoss s = ttt_step_loss(logits, teacher, loss_mask, k);
+    out.loss.push_back(s.loss);
+    out.correct.push_back(s.correct.detach());
+    out.count.push_back(s.count.detach());
+    const at::Tensor weighted = s.loss * std::pow(0.8, k);
     total = total.defined() ? total + weighted : weighted;
     h = h_out;
   }
