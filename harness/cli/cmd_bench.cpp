@@ -25,85 +25,104 @@ BenchCommon merged(const CommonOptions& common, BenchCommon bc) {
   return bc;
 }
 
+// `ears-bench bench bandwidth`
+void add_bandwidth_command(CLI::App* bench, CommonOptions& common, const std::shared_ptr<BenchCommon>& bc,
+                           int& exit_code) {
+  auto* sub = bench->add_subcommand("bandwidth", "Memory bandwidth: read (load stream) and copy, in GB/s");
+  add_common(sub, common, *bc);
+  sub->callback([bc, &common, &exit_code] { exit_code = run_bench_bandwidth(merged(common, *bc)); });
+}
+
+// `ears-bench bench forward`
+void add_forward_command(CLI::App* bench, CommonOptions& common, const std::shared_ptr<BenchCommon>& bc,
+                         int& exit_code) {
+  auto args = std::make_shared<ForwardBenchArgs>();
+  auto* sub = bench->add_subcommand(
+      "forward", "Target decode-step time (1 and γ+1 tokens, 128-token context) vs the bandwidth floor");
+  add_common(sub, common, *bc);
+  sub->add_option("--model", args->model, "Checkpoint directory (default: a generated Qwen3, see --params)");
+  sub->add_option("--params", args->params,
+                  "Parameters of the generated Qwen3 (e.g. 300000000; default 0: 100M, or enough that its bf16 "
+                  "weights are twice the last-level cache)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--dtype", args->dtypes, "bfloat16 | float32 | float16 (repeatable; default: bfloat16 and float32)");
+  sub->add_option("--batch", args->batches, "Batch sizes, e.g. 1,4,16")->delimiter(',');
+  sub->add_option("--gamma", args->gamma, "Draft tokens per step (a verify forward scores γ+1)")->capture_default_str();
+  sub->add_option("--context", args->context, "Positions already in the KV cache")->capture_default_str();
+  sub->add_flag("--compare-kernels", args->compare_kernels,
+                "On a CPU kernel path: also time the plain-ATen path, side by side");
+  sub->add_flag("--phases", args->phases,
+                "CPU: also clock each phase of every shape's forwards (norms, projections, attention, MLP, "
+                "lm_head, rest) and print mean ms per phase");
+  sub->callback([args, bc, &common, &exit_code] { exit_code = run_bench_forward(*args, merged(common, *bc)); });
+}
+
+// `ears-bench bench linear`
+void add_linear_command(CLI::App* bench, CommonOptions& common, const std::shared_ptr<BenchCommon>& bc,
+                        int& exit_code) {
+  auto args = std::make_shared<LinearBenchArgs>();
+  auto* sub = bench->add_subcommand(
+      "linear", "One linear layer (weight > last-level cache) at 1, γ+1 and batch-sized row counts vs the floor");
+  add_common(sub, common, *bc);
+  sub->add_option("--in", args->in, "Input features")->capture_default_str();
+  sub->add_option("--out", args->out, "Output features (0: the bf16 weight is twice the last-level cache)")
+      ->capture_default_str();
+  sub->add_option("--rows", args->rows, "Row counts, e.g. 1,6,16")->delimiter(',');
+  sub->add_option("--dtype", args->dtypes, "bfloat16 | float32 | float16 (repeatable; default: bfloat16 and float32)");
+  sub->callback([args, bc, &common, &exit_code] { exit_code = run_bench_linear(*args, merged(common, *bc)); });
+}
+
+// `ears-bench bench verify`
+void add_verify_command(CLI::App* bench, CommonOptions& common, const std::shared_ptr<BenchCommon>& bc,
+                        int& exit_code) {
+  auto args = std::make_shared<VerifyBenchArgs>();
+  auto* sub = bench->add_subcommand(
+      "verify", "Verifier cost (process_logits + verify) per step over a Qwen3-sized vocabulary");
+  add_common(sub, common, *bc);
+  sub->add_option("--vocab", args->vocab, "Vocabulary size (ignored with --quick)")->capture_default_str();
+  sub->add_option("--batch", args->batches, "Batch sizes, e.g. 1,32")->delimiter(',');
+  sub->add_option("--gamma", args->gamma, "Draft tokens per step")->capture_default_str();
+  sub->add_option("--temperature", args->temperature, "Sampling temperature for process_logits")->capture_default_str();
+  sub->add_option("--beta", args->beta, "EARS beta")->capture_default_str();
+  sub->add_option("--dtype", args->dtype, "dtype of the reference target forward")->capture_default_str();
+  sub->add_option("--target", args->target,
+                  "Reference target forward (random weights): 100m (hidden 768, 12 layers) or qwen3-0.6b "
+                  "(Qwen3-0.6B's dimensions)")
+      ->check(CLI::IsMember({"100m", "qwen3-0.6b"}))
+      ->capture_default_str();
+  sub->callback([args, bc, &common, &exit_code] { exit_code = run_bench_verify(*args, merged(common, *bc)); });
+}
+
+// `ears-bench bench e2e`
+void add_e2e_command(CLI::App* bench, CommonOptions& common, const std::shared_ptr<BenchCommon>& bc, int& exit_code) {
+  auto args = std::make_shared<E2eBenchArgs>();
+  auto* sub = bench->add_subcommand("e2e", "Engine tokens/s: target-only vs speculative (baseline, ears, typical)");
+  add_common(sub, common, *bc);
+  sub->add_option("--target", args->target, "Target checkpoint directory")->required();
+  sub->add_option("--draft", args->draft, "Draft checkpoint directory")->required();
+  sub->add_option("--draft-kind", args->draft_kind, "eagle3 | model")->capture_default_str();
+  sub->add_option("--dtype", args->dtype, "auto | bfloat16 | float32 | float16")->capture_default_str();
+  sub->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids (default: synth-gsm test problem 0 as a chat prompt, or 32 pseudo-random ids without a tokenizer)");
+  sub->add_option("--temperature", args->temperatures, "Temperatures, e.g. 0,0.9 (default: 0 and 0.9)")->delimiter(',');
+  sub->add_option("--gamma", args->gamma, "Draft tokens per step")->capture_default_str();
+  sub->add_option("--max-new-tokens", args->max_new_tokens)->capture_default_str();
+  sub->add_option("--beta", args->beta, "EARS beta")->capture_default_str();
+  sub->add_option("--seed", args->seed, "Run seed")->capture_default_str();
+  sub->add_flag("--distortion", args->distortion, "Also compute the engine's TV-distortion metric each step");
+  sub->callback([args, bc, &common, &exit_code] { exit_code = run_bench_e2e(*args, merged(common, *bc)); });
+}
+
 }  // namespace
 
 void add_bench_commands(CLI::App& app, CommonOptions& common, int& exit_code) {
   auto* bench = app.add_subcommand("bench", "Performance benchmarks: bandwidth, forward, linear, verify, e2e");
   bench->require_subcommand(1);
   auto bc = std::make_shared<BenchCommon>();
-  {
-    auto* sub = bench->add_subcommand("bandwidth", "Memory bandwidth: read (load stream) and copy, in GB/s");
-    add_common(sub, common, *bc);
-    sub->callback([bc, &common, &exit_code] { exit_code = run_bench_bandwidth(merged(common, *bc)); });
-  }
-  {
-    auto args = std::make_shared<ForwardBenchArgs>();
-    auto* sub = bench->add_subcommand(
-        "forward", "Target decode-step time (1 and γ+1 tokens, 128-token context) vs the bandwidth floor");
-    add_common(sub, common, *bc);
-    sub->add_option("--model", args->model, "Checkpoint directory (default: a generated Qwen3, see --params)");
-    sub->add_option("--params", args->params,
-                    "Parameters of the generated Qwen3 (e.g. 300000000; default 0: 100M, or enough that its bf16 "
-                    "weights are twice the last-level cache)")
-        ->check(CLI::NonNegativeNumber);
-    sub->add_option("--dtype", args->dtypes, "bfloat16 | float32 | float16 (repeatable; default: bfloat16 and float32)");
-    sub->add_option("--batch", args->batches, "Batch sizes, e.g. 1,4,16")->delimiter(',');
-    sub->add_option("--gamma", args->gamma, "Draft tokens per step (a verify forward scores γ+1)")->capture_default_str();
-    sub->add_option("--context", args->context, "Positions already in the KV cache")->capture_default_str();
-    sub->add_flag("--compare-kernels", args->compare_kernels,
-                  "On a CPU kernel path: also time the plain-ATen path, side by side");
-    sub->add_flag("--phases", args->phases,
-                  "CPU: also clock each phase of every shape's forwards (norms, projections, attention, MLP, "
-                  "lm_head, rest) and print mean ms per phase");
-    sub->callback([args, bc, &common, &exit_code] { exit_code = run_bench_forward(*args, merged(common, *bc)); });
-  }
-  {
-    auto args = std::make_shared<LinearBenchArgs>();
-    auto* sub = bench->add_subcommand(
-        "linear", "One linear layer (weight > last-level cache) at 1, γ+1 and batch-sized row counts vs the floor");
-    add_common(sub, common, *bc);
-    sub->add_option("--in", args->in, "Input features")->capture_default_str();
-    sub->add_option("--out", args->out, "Output features (0: the bf16 weight is twice the last-level cache)")
-        ->capture_default_str();
-    sub->add_option("--rows", args->rows, "Row counts, e.g. 1,6,16")->delimiter(',');
-    sub->add_option("--dtype", args->dtypes, "bfloat16 | float32 | float16 (repeatable; default: bfloat16 and float32)");
-    sub->callback([args, bc, &common, &exit_code] { exit_code = run_bench_linear(*args, merged(common, *bc)); });
-  }
-  {
-    auto args = std::make_shared<VerifyBenchArgs>();
-    auto* sub = bench->add_subcommand(
-        "verify", "Verifier cost (process_logits + verify) per step over a Qwen3-sized vocabulary");
-    add_common(sub, common, *bc);
-    sub->add_option("--vocab", args->vocab, "Vocabulary size (ignored with --quick)")->capture_default_str();
-    sub->add_option("--batch", args->batches, "Batch sizes, e.g. 1,32")->delimiter(',');
-    sub->add_option("--gamma", args->gamma, "Draft tokens per step")->capture_default_str();
-    sub->add_option("--temperature", args->temperature, "Sampling temperature for process_logits")->capture_default_str();
-    sub->add_option("--beta", args->beta, "EARS beta")->capture_default_str();
-    sub->add_option("--dtype", args->dtype, "dtype of the reference target forward")->capture_default_str();
-    sub->add_option("--target", args->target,
-                    "Reference target forward (random weights): 100m (hidden 768, 12 layers) or qwen3-0.6b "
-                    "(Qwen3-0.6B's dimensions)")
-        ->check(CLI::IsMember({"100m", "qwen3-0.6b"}))
-        ->capture_default_str();
-    sub->callback([args, bc, &common, &exit_code] { exit_code = run_bench_verify(*args, merged(common, *bc)); });
-  }
-  {
-    auto args = std::make_shared<E2eBenchArgs>();
-    auto* sub = bench->add_subcommand("e2e", "Engine tokens/s: target-only vs speculative (baseline, ears, typical)");
-    add_common(sub, common, *bc);
-    sub->add_option("--target", args->target, "Target checkpoint directory")->required();
-    sub->add_option("--draft", args->draft, "Draft checkpoint directory")->required();
-    sub->add_option("--draft-kind", args->draft_kind, "eagle3 | model")->capture_default_str();
-    sub->add_option("--dtype", args->dtype, "auto | bfloat16 | float32 | float16")->capture_default_str();
-    sub->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids (default: synth-gsm test problem 0 as a chat prompt, or 32 pseudo-random ids without a tokenizer)");
-    sub->add_option("--temperature", args->temperatures, "Temperatures, e.g. 0,0.9 (default: 0 and 0.9)")->delimiter(',');
-    sub->add_option("--gamma", args->gamma, "Draft tokens per step")->capture_default_str();
-    sub->add_option("--max-new-tokens", args->max_new_tokens)->capture_default_str();
-    sub->add_option("--beta", args->beta, "EARS beta")->capture_default_str();
-    sub->add_option("--seed", args->seed, "Run seed")->capture_default_str();
-    sub->add_flag("--distortion", args->distortion, "Also compute the engine's TV-distortion metric each step");
-    sub->callback([args, bc, &common, &exit_code] { exit_code = run_bench_e2e(*args, merged(common, *bc)); });
-  }
+  add_bandwidth_command(bench, common, bc, exit_code);
+  add_forward_command(bench, common, bc, exit_code);
+  add_linear_command(bench, common, bc, exit_code);
+  add_verify_command(bench, common, bc, exit_code);
+  add_e2e_command(bench, common, bc, exit_code);
 }
 
 }  // namespace ears

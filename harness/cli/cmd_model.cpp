@@ -227,75 +227,84 @@ int run_generate(const GenerateArgs& a, CommonOptions& common) {
   return 0;
 }
 
+// `ears-bench forward`
+void add_forward_command(CLI::App& app, CommonOptions& common, int& exit_code) {
+  auto args = std::make_shared<ForwardArgs>();
+  auto* sub = app.add_subcommand("forward", "Print a checkpoint's logits for given token ids (compare with transformers)");
+  sub->add_option("--model", args->model, "Hugging Face checkpoint directory")->required();
+  sub->add_option("--ids", args->ids, "Token ids, e.g. \"1 2 3\"")->required();
+  sub->add_option("--last", args->last, "Print logits of the last K positions")->capture_default_str();
+  sub->add_option("--dtype", args->dtype, "Compute dtype: auto|float32|bfloat16|float16")->capture_default_str();
+  sub->add_option("--device", args->device, "cpu | cuda | cuda:N")->capture_default_str();
+  sub->add_option("--aux", args->aux, "Also print hidden states entering these layers (HF hidden_states ids)");
+  sub->add_option("--draft", args->draft, "EAGLE-3 draft directory: adds draft.logits_last and draft.chain_target_ids");
+  sub->add_option("--gamma", args->gamma, "Greedy draft chain length with --draft")->capture_default_str();
+  add_threads(sub, common);
+  sub->callback([args, &common, &exit_code] { exit_code = run_forward(*args, common); });
+}
+
+// `ears-bench tokenize`
+void add_tokenize_command(CLI::App& app, CommonOptions& common, int& exit_code) {
+  auto args = std::make_shared<TokenizeArgs>();
+  auto* sub = app.add_subcommand("tokenize", "Encode text to ids (--text) or decode ids to text (--ids)");
+  sub->add_option("--tokenizer", args->tokenizer, "Directory with tokenizer.json (or the file)")->required();
+  auto* text = sub->add_option("--text", args->text, "Text to encode");
+  auto* ids = sub->add_option("--ids", args->ids, "Ids to decode, e.g. \"9707 1879\"");
+  auto* lines = sub->add_option("--jsonl", args->jsonl, "Encode every line (a JSON string) of FILE; prints {ids, decoded} per line");
+  text->excludes(ids);
+  lines->excludes(text)->excludes(ids);
+  sub->callback([args, text, ids, lines, &exit_code] {
+    args->has_text = text->count() > 0;
+    if (!args->has_text && ids->count() == 0 && lines->count() == 0)
+      fail("tokenize: pass --text TEXT, --ids \"...\" or --jsonl FILE");
+    exit_code = run_tokenize(*args);
+  });
+}
+
+// `ears-bench generate`
+void add_generate_command(CLI::App& app, CommonOptions& common, int& exit_code) {
+  auto args = std::make_shared<GenerateArgs>();
+  auto* sub = app.add_subcommand("generate", "Generate text with the target alone or speculatively with a draft");
+  sub->add_option("--target", args->setup.target_path, "Target checkpoint directory")->required();
+  sub->add_option("--tokenizer", args->setup.tokenizer_path, "Tokenizer directory (default: --target)");
+  auto* prompt = sub->add_option("--prompt", args->prompt, "Prompt text");
+  auto* ids = sub->add_option("--ids", args->ids, "Prompt token ids");
+  prompt->excludes(ids);
+  sub->add_flag("--chat", args->chat, "Wrap the prompt in the Qwen3 chat template (one user turn)");
+  sub->add_flag("--thinking", args->thinking, "With --chat: leave thinking on (default off)");
+  sub->add_option("--temperature", args->decoding.temperature, "0 = greedy")->capture_default_str();
+  sub->add_option("--top-k", args->decoding.top_k, "0 = off")->capture_default_str();
+  sub->add_option("--top-p", args->decoding.top_p, "1 = off")->capture_default_str();
+  sub->add_option("--max-new-tokens", args->decoding.max_new_tokens)->capture_default_str();
+  sub->add_option("--seed", args->seed, "Run seed (the request's generator is derived from it)")->capture_default_str();
+  sub->add_option("--stop", args->decoding.stop, "Stop string (repeatable)");
+  sub->add_option("--dtype", args->setup.dtype, "auto|float32|bfloat16|float16")->capture_default_str();
+  sub->add_option("--device", args->setup.device, "cpu | cuda | cuda:N")->capture_default_str();
+  sub->add_option("--draft", args->setup.draft_path, "Draft checkpoint directory");
+  sub->add_option("--draft-kind", args->setup.draft_kind, "eagle3 | model | none (default: eagle3 with --draft)");
+  sub->add_option("--draft-sampling", args->decoding.draft_sampling, "sample | greedy")->capture_default_str();
+  sub->add_option("--aux-layer-convention", args->setup.aux_layer_convention, "hf | sglang")->capture_default_str();
+  sub->add_option("--verifier", args->decoding.verifier, "baseline | ears | typical | greedy")->capture_default_str();
+  sub->add_option("--beta", args->decoding.beta, "EARS beta")->capture_default_str();
+  sub->add_option("--uncertainty", args->decoding.uncertainty, "EARS uncertainty: max_prob | entropy")->capture_default_str();
+  sub->add_option("--gamma", args->decoding.gamma, "Draft tokens per step")->capture_default_str();
+  sub->add_flag("--json", common.json, "Print {ids, text, stats} as JSON");
+  add_threads(sub, common);
+  sub->callback([args, prompt, ids, sub, &common, &exit_code] {
+    args->has_prompt = prompt->count() > 0;
+    if (!args->has_prompt && ids->count() == 0) fail("generate: pass --prompt TEXT or --ids \"...\"");
+    if (sub->get_option("--draft-kind")->count() == 0)
+      args->setup.draft_kind = args->setup.draft_path.empty() ? "none" : "eagle3";
+    exit_code = run_generate(*args, common);
+  });
+}
+
 }  // namespace
 
 void add_model_commands(CLI::App& app, CommonOptions& common, int& exit_code) {
-  {
-    auto args = std::make_shared<ForwardArgs>();
-    auto* sub = app.add_subcommand("forward", "Print a checkpoint's logits for given token ids (compare with transformers)");
-    sub->add_option("--model", args->model, "Hugging Face checkpoint directory")->required();
-    sub->add_option("--ids", args->ids, "Token ids, e.g. \"1 2 3\"")->required();
-    sub->add_option("--last", args->last, "Print logits of the last K positions")->capture_default_str();
-    sub->add_option("--dtype", args->dtype, "Compute dtype: auto|float32|bfloat16|float16")->capture_default_str();
-    sub->add_option("--device", args->device, "cpu | cuda | cuda:N")->capture_default_str();
-    sub->add_option("--aux", args->aux, "Also print hidden states entering these layers (HF hidden_states ids)");
-    sub->add_option("--draft", args->draft, "EAGLE-3 draft directory: adds draft.logits_last and draft.chain_target_ids");
-    sub->add_option("--gamma", args->gamma, "Greedy draft chain length with --draft")->capture_default_str();
-    add_threads(sub, common);
-    sub->callback([args, &common, &exit_code] { exit_code = run_forward(*args, common); });
-  }
-  {
-    auto args = std::make_shared<TokenizeArgs>();
-    auto* sub = app.add_subcommand("tokenize", "Encode text to ids (--text) or decode ids to text (--ids)");
-    sub->add_option("--tokenizer", args->tokenizer, "Directory with tokenizer.json (or the file)")->required();
-    auto* text = sub->add_option("--text", args->text, "Text to encode");
-    auto* ids = sub->add_option("--ids", args->ids, "Ids to decode, e.g. \"9707 1879\"");
-    auto* lines = sub->add_option("--jsonl", args->jsonl, "Encode every line (a JSON string) of FILE; prints {ids, decoded} per line");
-    text->excludes(ids);
-    lines->excludes(text)->excludes(ids);
-    sub->callback([args, text, ids, lines, &exit_code] {
-      args->has_text = text->count() > 0;
-      if (!args->has_text && ids->count() == 0 && lines->count() == 0)
-        fail("tokenize: pass --text TEXT, --ids \"...\" or --jsonl FILE");
-      exit_code = run_tokenize(*args);
-    });
-  }
-  {
-    auto args = std::make_shared<GenerateArgs>();
-    auto* sub = app.add_subcommand("generate", "Generate text with the target alone or speculatively with a draft");
-    sub->add_option("--target", args->setup.target_path, "Target checkpoint directory")->required();
-    sub->add_option("--tokenizer", args->setup.tokenizer_path, "Tokenizer directory (default: --target)");
-    auto* prompt = sub->add_option("--prompt", args->prompt, "Prompt text");
-    auto* ids = sub->add_option("--ids", args->ids, "Prompt token ids");
-    prompt->excludes(ids);
-    sub->add_flag("--chat", args->chat, "Wrap the prompt in the Qwen3 chat template (one user turn)");
-    sub->add_flag("--thinking", args->thinking, "With --chat: leave thinking on (default off)");
-    sub->add_option("--temperature", args->decoding.temperature, "0 = greedy")->capture_default_str();
-    sub->add_option("--top-k", args->decoding.top_k, "0 = off")->capture_default_str();
-    sub->add_option("--top-p", args->decoding.top_p, "1 = off")->capture_default_str();
-    sub->add_option("--max-new-tokens", args->decoding.max_new_tokens)->capture_default_str();
-    sub->add_option("--seed", args->seed, "Run seed (the request's generator is derived from it)")->capture_default_str();
-    sub->add_option("--stop", args->decoding.stop, "Stop string (repeatable)");
-    sub->add_option("--dtype", args->setup.dtype, "auto|float32|bfloat16|float16")->capture_default_str();
-    sub->add_option("--device", args->setup.device, "cpu | cuda | cuda:N")->capture_default_str();
-    sub->add_option("--draft", args->setup.draft_path, "Draft checkpoint directory");
-    sub->add_option("--draft-kind", args->setup.draft_kind, "eagle3 | model | none (default: eagle3 with --draft)");
-    sub->add_option("--draft-sampling", args->decoding.draft_sampling, "sample | greedy")->capture_default_str();
-    sub->add_option("--aux-layer-convention", args->setup.aux_layer_convention, "hf | sglang")->capture_default_str();
-    sub->add_option("--verifier", args->decoding.verifier, "baseline | ears | typical | greedy")->capture_default_str();
-    sub->add_option("--beta", args->decoding.beta, "EARS beta")->capture_default_str();
-    sub->add_option("--uncertainty", args->decoding.uncertainty, "EARS uncertainty: max_prob | entropy")->capture_default_str();
-    sub->add_option("--gamma", args->decoding.gamma, "Draft tokens per step")->capture_default_str();
-    sub->add_flag("--json", common.json, "Print {ids, text, stats} as JSON");
-    add_threads(sub, common);
-    sub->callback([args, prompt, ids, sub, &common, &exit_code] {
-      args->has_prompt = prompt->count() > 0;
-      if (!args->has_prompt && ids->count() == 0) fail("generate: pass --prompt TEXT or --ids \"...\"");
-      if (sub->get_option("--draft-kind")->count() == 0)
-        args->setup.draft_kind = args->setup.draft_path.empty() ? "none" : "eagle3";
-      exit_code = run_generate(*args, common);
-    });
-  }
+  add_forward_command(app, common, exit_code);
+  add_tokenize_command(app, common, exit_code);
+  add_generate_command(app, common, exit_code);
 }
 
 }  // namespace ears

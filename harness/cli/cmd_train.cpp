@@ -47,82 +47,91 @@ void add_corpus(CLI::App* sub, CorpusOptions& c) {
                   "../shared/datasets; 'none' to skip");
 }
 
+// `ears-bench train tokenizer`
+void add_tokenizer_command(CLI::App* train, CommonOptions& common, int& exit_code) {
+  auto o = std::make_shared<TokenizerTrainOptions>();
+  auto* sub = train->add_subcommand("tokenizer", "Train a byte-level BPE tokenizer (Qwen3 pre-tokenizer, tokenizer.json)");
+  sub->add_option("--out", o->out, "Output directory")->required();
+  sub->add_option("--vocab", o->vocab_size, "Vocabulary size incl. 256 bytes and 5 added tokens")->capture_default_str();
+  add_corpus(sub, o->corpus);
+  sub->callback([o, &exit_code]() {
+    train_tokenizer(*o, print_line);
+    exit_code = 0;
+  });
+}
+
+// `ears-bench train target`
+void add_target_command(CLI::App* train, CommonOptions& common, int& exit_code) {
+  auto o = std::make_shared<TargetTrainOptions>();
+  auto* sub = train->add_subcommand("target", "Train a tiny Qwen3 target from scratch (saves config.json, bf16 model.safetensors)");
+  sub->add_option("--out", o->out, "Output directory")->required();
+  sub->add_option("--tokenizer", o->tokenizer, "Tokenizer directory (default: --out; trained there when missing)");
+  sub->add_option("--vocab", o->vocab_size, "Vocabulary size when a tokenizer is trained")->capture_default_str();
+  sub->add_option("--layers", o->arch.layers)->capture_default_str();
+  sub->add_option("--hidden", o->arch.hidden)->capture_default_str();
+  sub->add_option("--heads", o->arch.heads)->capture_default_str();
+  sub->add_option("--kv-heads", o->arch.kv_heads)->capture_default_str();
+  sub->add_option("--head-dim", o->arch.head_dim)->capture_default_str();
+  sub->add_option("--intermediate", o->arch.intermediate)->capture_default_str();
+  sub->add_option("--natural-fraction", o->natural_fraction, "Share of natural-text documents")->capture_default_str();
+  sub->add_option("--prompt-weight", o->prompt_weight, "Loss weight of chat prompt tokens (answers: 1)")->capture_default_str();
+  sub->add_option("--eval-n", o->eval_n, "After training: greedy accuracy on N synth-gsm test problems")->capture_default_str();
+  sub->add_option("--init", o->init, "Start from this checkpoint's weights (continued training, same architecture)");
+  add_schedule(sub, o->schedule, common);
+  add_corpus(sub, o->corpus);
+  sub->callback([o, &common, &exit_code]() {
+    o->schedule.threads = common.threads;
+    train_target(*o, print_line);
+    exit_code = 0;
+  });
+}
+
+// `ears-bench train eagle3`
+void add_eagle3_command(CLI::App* train, CommonOptions& common, int& exit_code) {
+  auto o = std::make_shared<Eagle3TrainOptions>();
+  auto aux = std::make_shared<std::string>();
+  o->schedule.lr = 2e-3;
+  o->schedule.batch = 16;
+  auto* sub = train->add_subcommand("eagle3", "Train an EAGLE-3 head on a frozen target (training-time test)");
+  sub->add_option("--target", o->target, "Target checkpoint directory (with tokenizer.json)")->required();
+  sub->add_option("--out", o->out, "Output directory")->required();
+  sub->add_option("--aux-layers", *aux, "Target hidden states (entering layer i), e.g. \"1,3,5\" (default 1, L/2, L-1)");
+  sub->add_option("--ttt", o->ttt_steps, "Training-time-test unroll steps")->capture_default_str();
+  sub->add_option("--init", o->init, "Start from this head's weights (continued training, same architecture)");
+  sub->add_option("--regenerate", o->regenerate,
+                  "Answer the first N chat documents with the target's own greedy output (self-distillation)")
+      ->capture_default_str();
+  sub->add_option("--draft-vocab", o->draft_vocab,
+                  "Score only the N most frequent target ids of the training answers (EAGLE-3's d2t / t2d); 0 = --init's, else every id")
+      ->capture_default_str();
+  sub->add_option("--heads", o->arch.heads)->capture_default_str();
+  sub->add_option("--kv-heads", o->arch.kv_heads)->capture_default_str();
+  sub->add_option("--head-dim", o->arch.head_dim)->capture_default_str();
+  sub->add_option("--intermediate", o->arch.intermediate)->capture_default_str();
+  sub->add_option("--natural-fraction", o->natural_fraction, "Share of natural-text documents")->capture_default_str();
+  sub->add_option("--eval-n", o->eval_n, "After training: tau (greedy) on N synth-gsm test problems")->capture_default_str();
+  sub->add_option("--eval-gamma", o->eval_gamma, "Draft length for --eval-n")->capture_default_str();
+  add_schedule(sub, o->schedule, common);
+  add_corpus(sub, o->corpus);
+  sub->callback([o, aux, &common, &exit_code]() {
+    o->schedule.threads = common.threads;
+    if (!aux->empty()) {
+      const std::vector<int64_t> ids = parse_int_list(*aux, "--aux-layers", 0, 1024);
+      o->arch.aux_layers.assign(ids.begin(), ids.end());
+    }
+    train_eagle3(*o, print_line);
+    exit_code = 0;
+  });
+}
+
 }  // namespace
 
 void add_train_commands(CLI::App& app, CommonOptions& common, int& exit_code) {
   CLI::App* train = app.add_subcommand("train", "Train the embedded default tokenizer, tiny Qwen3 target and EAGLE-3 head");
   train->require_subcommand(1);
-  {
-    auto o = std::make_shared<TokenizerTrainOptions>();
-    auto* sub = train->add_subcommand("tokenizer", "Train a byte-level BPE tokenizer (Qwen3 pre-tokenizer, tokenizer.json)");
-    sub->add_option("--out", o->out, "Output directory")->required();
-    sub->add_option("--vocab", o->vocab_size, "Vocabulary size incl. 256 bytes and 5 added tokens")->capture_default_str();
-    add_corpus(sub, o->corpus);
-    sub->callback([o, &exit_code]() {
-      train_tokenizer(*o, print_line);
-      exit_code = 0;
-    });
-  }
-  {
-    auto o = std::make_shared<TargetTrainOptions>();
-    auto* sub = train->add_subcommand("target", "Train a tiny Qwen3 target from scratch (saves config.json, bf16 model.safetensors)");
-    sub->add_option("--out", o->out, "Output directory")->required();
-    sub->add_option("--tokenizer", o->tokenizer, "Tokenizer directory (default: --out; trained there when missing)");
-    sub->add_option("--vocab", o->vocab_size, "Vocabulary size when a tokenizer is trained")->capture_default_str();
-    sub->add_option("--layers", o->arch.layers)->capture_default_str();
-    sub->add_option("--hidden", o->arch.hidden)->capture_default_str();
-    sub->add_option("--heads", o->arch.heads)->capture_default_str();
-    sub->add_option("--kv-heads", o->arch.kv_heads)->capture_default_str();
-    sub->add_option("--head-dim", o->arch.head_dim)->capture_default_str();
-    sub->add_option("--intermediate", o->arch.intermediate)->capture_default_str();
-    sub->add_option("--natural-fraction", o->natural_fraction, "Share of natural-text documents")->capture_default_str();
-    sub->add_option("--prompt-weight", o->prompt_weight, "Loss weight of chat prompt tokens (answers: 1)")->capture_default_str();
-    sub->add_option("--eval-n", o->eval_n, "After training: greedy accuracy on N synth-gsm test problems")->capture_default_str();
-    sub->add_option("--init", o->init, "Start from this checkpoint's weights (continued training, same architecture)");
-    add_schedule(sub, o->schedule, common);
-    add_corpus(sub, o->corpus);
-    sub->callback([o, &common, &exit_code]() {
-      o->schedule.threads = common.threads;
-      train_target(*o, print_line);
-      exit_code = 0;
-    });
-  }
-  {
-    auto o = std::make_shared<Eagle3TrainOptions>();
-    auto aux = std::make_shared<std::string>();
-    o->schedule.lr = 2e-3;
-    o->schedule.batch = 16;
-    auto* sub = train->add_subcommand("eagle3", "Train an EAGLE-3 head on a frozen target (training-time test)");
-    sub->add_option("--target", o->target, "Target checkpoint directory (with tokenizer.json)")->required();
-    sub->add_option("--out", o->out, "Output directory")->required();
-    sub->add_option("--aux-layers", *aux, "Target hidden states (entering layer i), e.g. \"1,3,5\" (default 1, L/2, L-1)");
-    sub->add_option("--ttt", o->ttt_steps, "Training-time-test unroll steps")->capture_default_str();
-    sub->add_option("--init", o->init, "Start from this head's weights (continued training, same architecture)");
-    sub->add_option("--regenerate", o->regenerate,
-                    "Answer the first N chat documents with the target's own greedy output (self-distillation)")
-        ->capture_default_str();
-    sub->add_option("--draft-vocab", o->draft_vocab,
-                    "Score only the N most frequent target ids of the training answers (EAGLE-3's d2t / t2d); 0 = --init's, else every id")
-        ->capture_default_str();
-    sub->add_option("--heads", o->arch.heads)->capture_default_str();
-    sub->add_option("--kv-heads", o->arch.kv_heads)->capture_default_str();
-    sub->add_option("--head-dim", o->arch.head_dim)->capture_default_str();
-    sub->add_option("--intermediate", o->arch.intermediate)->capture_default_str();
-    sub->add_option("--natural-fraction", o->natural_fraction, "Share of natural-text documents")->capture_default_str();
-    sub->add_option("--eval-n", o->eval_n, "After training: tau (greedy) on N synth-gsm test problems")->capture_default_str();
-    sub->add_option("--eval-gamma", o->eval_gamma, "Draft length for --eval-n")->capture_default_str();
-    add_schedule(sub, o->schedule, common);
-    add_corpus(sub, o->corpus);
-    sub->callback([o, aux, &common, &exit_code]() {
-      o->schedule.threads = common.threads;
-      if (!aux->empty()) {
-        const std::vector<int64_t> ids = parse_int_list(*aux, "--aux-layers", 0, 1024);
-        o->arch.aux_layers.assign(ids.begin(), ids.end());
-      }
-      train_eagle3(*o, print_line);
-      exit_code = 0;
-    });
-  }
+  add_tokenizer_command(train, common, exit_code);
+  add_target_command(train, common, exit_code);
+  add_eagle3_command(train, common, exit_code);
 }
 
 }  // namespace ears
