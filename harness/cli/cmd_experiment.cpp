@@ -126,63 +126,78 @@ int run_gate(const GateArgs& a) {
   return result.all_passed ? 0 : 1;
 }
 
+// `ears-bench run`
+void add_run_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<runner::RunOptions>();
+  auto* sub = app.add_subcommand("run", "Run an experiment: every arm over the same prompts and seeds; writes a run directory");
+  sub->add_option("config", o->config_file, "Experiment YAML (omit with --resume)");
+  sub->add_option("--set", o->overrides, "Override a config key, e.g. --set decoding.gamma=3 (repeatable)")->allow_extra_args(false);
+  sub->add_option("--out", o->out_dir, "Run directory (default: run.output_dir, else runs/<name>-<timestamp>)");
+  sub->add_option("--resume", o->resume_dir, "Continue an interrupted run in this directory (uses its config.yaml)");
+  sub->add_option("--shard", o->shard, "Run only requests with index % N == i, e.g. --shard 0/4 (combine with 'merge')");
+  sub->add_option("--limit", o->limit, "Use at most the first N requests of the dataset");
+  auto threads = std::make_shared<int>(0);
+  auto* threads_opt = sub->add_option("--threads", *threads, threads_help("the config's run.threads"));
+  sub->add_flag("--quiet", o->quiet, "No progress display and no report table");
+  sub->add_flag("--force", o->force, "With --resume: continue although config.yaml, the models or the dataset changed (recorded in the report)");
+  sub->callback([o, threads, threads_opt, &exit_code] {
+    if (threads_opt->count() > 0) o->threads = *threads;
+    exit_code = runner::run_experiment(*o);
+  });
+}
+
+// `ears-bench validate`
+void add_validate_command(CLI::App& app, int& exit_code) {
+  auto file = std::make_shared<std::string>();
+  auto overrides = std::make_shared<std::vector<std::string>>();
+  auto* sub = app.add_subcommand("validate", "Print the fully resolved config; check model paths and the dataset");
+  sub->add_option("config", *file, "Experiment YAML")->required();
+  sub->add_option("--set", *overrides, "Override a config key (repeatable)")->allow_extra_args(false);
+  sub->callback([file, overrides, &exit_code] { exit_code = runner::validate_experiment(*file, *overrides); });
+}
+
+// `ears-bench report`
+void add_report_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<ReportArgs>();
+  auto* sub = app.add_subcommand("report", "Re-render a run's report, or combine several run directories into one");
+  sub->add_option("run_dirs", a->dirs, "Run directories")->required();
+  sub->add_option("--out", a->out, "Where to write the report (default: the run directory; required for several)");
+  sub->add_flag("--quiet", a->quiet, "Do not print the report table");
+  sub->callback([a, &exit_code] { exit_code = run_report(*a); });
+}
+
+// `ears-bench merge`
+void add_merge_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<MergeArgs>();
+  auto* sub = app.add_subcommand("merge", "Merge shard run directories into OUT_DIR (results, run_meta, report)");
+  sub->add_option("out_dir", a->out, "Merged run directory")->required();
+  sub->add_option("shard_dirs", a->shards, "Shard run directories")->required();
+  sub->add_flag("--quiet", a->quiet, "Do not print the report table");
+  sub->add_flag("--force", a->force, "Merge runs whose config, models or dataset differ (recorded in the report)");
+  sub->callback([a, &exit_code] { exit_code = run_merge(*a); });
+}
+
+// `ears-bench gate`
+void add_gate_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<GateArgs>();
+  auto* sub = app.add_subcommand("gate", "Check a run's report against thresholds; exit 0 pass, 1 fail, 2 bad input");
+  sub->add_option("run_dir", a->dir, "Run directory with report.json")->required();
+  sub->add_option("--rules", a->rules, "File with one rule per line ('ARM: METRIC OP VALUE'; # comments)");
+  sub->add_option("--check", a->checks, "A rule, e.g. --check \"ears accuracy_delta_pp >= -1\" (repeatable)")->allow_extra_args(false);
+  sub->add_option("--json", a->json_out, "Where to write gate.json (default: RUN_DIR/gate.json)");
+  sub->add_flag("--allow-partial", a->allow_partial,
+                "Gate a PARTIAL report (interrupted run, missing shards) instead of failing it");
+  sub->callback([a, &exit_code] { exit_code = run_gate(*a); });
+}
+
 }  // namespace
 
 void add_experiment_commands(CLI::App& app, CommonOptions&, int& exit_code) {
-  {
-    auto o = std::make_shared<runner::RunOptions>();
-    auto* sub = app.add_subcommand("run", "Run an experiment: every arm over the same prompts and seeds; writes a run directory");
-    sub->add_option("config", o->config_file, "Experiment YAML (omit with --resume)");
-    sub->add_option("--set", o->overrides, "Override a config key, e.g. --set decoding.gamma=3 (repeatable)")->allow_extra_args(false);
-    sub->add_option("--out", o->out_dir, "Run directory (default: run.output_dir, else runs/<name>-<timestamp>)");
-    sub->add_option("--resume", o->resume_dir, "Continue an interrupted run in this directory (uses its config.yaml)");
-    sub->add_option("--shard", o->shard, "Run only requests with index % N == i, e.g. --shard 0/4 (combine with 'merge')");
-    sub->add_option("--limit", o->limit, "Use at most the first N requests of the dataset");
-    auto threads = std::make_shared<int>(0);
-    auto* threads_opt = sub->add_option("--threads", *threads, threads_help("the config's run.threads"));
-    sub->add_flag("--quiet", o->quiet, "No progress display and no report table");
-    sub->add_flag("--force", o->force, "With --resume: continue although config.yaml, the models or the dataset changed (recorded in the report)");
-    sub->callback([o, threads, threads_opt, &exit_code] {
-      if (threads_opt->count() > 0) o->threads = *threads;
-      exit_code = runner::run_experiment(*o);
-    });
-  }
-  {
-    auto file = std::make_shared<std::string>();
-    auto overrides = std::make_shared<std::vector<std::string>>();
-    auto* sub = app.add_subcommand("validate", "Print the fully resolved config; check model paths and the dataset");
-    sub->add_option("config", *file, "Experiment YAML")->required();
-    sub->add_option("--set", *overrides, "Override a config key (repeatable)")->allow_extra_args(false);
-    sub->callback([file, overrides, &exit_code] { exit_code = runner::validate_experiment(*file, *overrides); });
-  }
-  {
-    auto a = std::make_shared<ReportArgs>();
-    auto* sub = app.add_subcommand("report", "Re-render a run's report, or combine several run directories into one");
-    sub->add_option("run_dirs", a->dirs, "Run directories")->required();
-    sub->add_option("--out", a->out, "Where to write the report (default: the run directory; required for several)");
-    sub->add_flag("--quiet", a->quiet, "Do not print the report table");
-    sub->callback([a, &exit_code] { exit_code = run_report(*a); });
-  }
-  {
-    auto a = std::make_shared<MergeArgs>();
-    auto* sub = app.add_subcommand("merge", "Merge shard run directories into OUT_DIR (results, run_meta, report)");
-    sub->add_option("out_dir", a->out, "Merged run directory")->required();
-    sub->add_option("shard_dirs", a->shards, "Shard run directories")->required();
-    sub->add_flag("--quiet", a->quiet, "Do not print the report table");
-    sub->add_flag("--force", a->force, "Merge runs whose config, models or dataset differ (recorded in the report)");
-    sub->callback([a, &exit_code] { exit_code = run_merge(*a); });
-  }
-  {
-    auto a = std::make_shared<GateArgs>();
-    auto* sub = app.add_subcommand("gate", "Check a run's report against thresholds; exit 0 pass, 1 fail, 2 bad input");
-    sub->add_option("run_dir", a->dir, "Run directory with report.json")->required();
-    sub->add_option("--rules", a->rules, "File with one rule per line ('ARM: METRIC OP VALUE'; # comments)");
-    sub->add_option("--check", a->checks, "A rule, e.g. --check \"ears accuracy_delta_pp >= -1\" (repeatable)")->allow_extra_args(false);
-    sub->add_option("--json", a->json_out, "Where to write gate.json (default: RUN_DIR/gate.json)");
-    sub->add_flag("--allow-partial", a->allow_partial,
-                  "Gate a PARTIAL report (interrupted run, missing shards) instead of failing it");
-    sub->callback([a, &exit_code] { exit_code = run_gate(*a); });
-  }
+  add_run_command(app, exit_code);
+  add_validate_command(app, exit_code);
+  add_report_command(app, exit_code);
+  add_merge_command(app, exit_code);
+  add_gate_command(app, exit_code);
 }
 
 }  // namespace ears
