@@ -48,7 +48,7 @@ const fs::path& three_arm_run() {
 // =============================================================================================
 // The executable
 
-TEST(RunnerCli, RunWritesACompleteRunDirectory) {
+TEST(RunnerCli, RunWritesEveryResultOnce) {
   EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
   const fs::path& dir = three_arm_run();
   ASSERT_TRUE(fs::exists(dir / "results.jsonl"));
@@ -68,7 +68,11 @@ TEST(RunnerCli, RunWritesACompleteRunDirectory) {
   EXPECT_EQ(ids["baseline"], ids["ears"]);
   EXPECT_EQ(ids["baseline"], ids["target-only"]);
   EXPECT_EQ(ids["baseline"].size(), 6u);
+}
 
+TEST(RunnerCli, RunMetaSaysWhatRan) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path& dir = three_arm_run();
   const json meta = read_json(dir / "run_meta.json");
   EXPECT_TRUE(meta["complete"].get<bool>());
   EXPECT_EQ(meta["expected_results"], 18);
@@ -94,7 +98,11 @@ TEST(RunnerCli, RunWritesACompleteRunDirectory) {
   EXPECT_EQ(meta["dataset"]["scorer"], "squad");  // the jsonl default (was "qa", now an alias)
   EXPECT_TRUE(fs::exists(dir / "config.yaml"));
   EXPECT_NE(test::read_file(dir / "config.yaml").find("limit: 6"), std::string::npos);
+}
 
+TEST(RunnerCli, ReportJsonHasEveryArmMetricAndComparison) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path& dir = three_arm_run();
   const json report = read_json(dir / "report.json");
   EXPECT_EQ(report["schema_version"], 1);
   for (const char* k : {"threads", "compute_dtype", "weight_dtype", "kernel_path", "cpu_model", "cpu_isa", "libtorch",
@@ -125,7 +133,11 @@ TEST(RunnerCli, RunWritesACompleteRunDirectory) {
     EXPECT_EQ(c["n_pairs"], 6);
     EXPECT_TRUE(c.contains("throughput_gain_pct"));
     EXPECT_TRUE(c.contains("accuracy_delta_pp"));
-  }
+  }}
+
+TEST(RunnerCli, ReportMdAndStdoutSayWhatRan) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path& dir = three_arm_run();
   const std::string md = test::read_file(dir / "report.md");
   EXPECT_NE(md.find("| Method"), std::string::npos) << md;
   // The configuration block above the results (also printed by `run`) says what ran.
@@ -147,7 +159,11 @@ TEST(RunnerCli, RunWritesACompleteRunDirectory) {
   EXPECT_NE(md.find("target-only"), std::string::npos);
   EXPECT_TRUE(fs::exists(dir / "accept_length.svg"));
   EXPECT_NE(test::read_file(dir / "accept_length.svg").find("<svg"), std::string::npos);
+}
 
+TEST(RunnerCli, RunEvaluatesTheConfigsGates) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path& dir = three_arm_run();
   // The config's gates were evaluated: one passes, one fails (the run still exits 0).
   const json gate = read_json(dir / "gate.json");
   ASSERT_EQ(gate["checks"].size(), 2u);
