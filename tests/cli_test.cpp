@@ -119,7 +119,27 @@ TEST(Cli, TokenizeMatchesQwen3) {
   EXPECT_EQ(json::parse(r.out)["text"], "Hello world");
 }
 
-TEST(Cli, CorruptCheckpointsGiveOneLineErrors) {
+namespace {
+
+// Rewrites `from` as `to` (space-padded to the same length) in a safetensors file's JSON header.
+void patch_header(const fs::path& file, const std::string& from, const std::string& to) {
+  std::string bytes = ears::test::read_file(file);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  std::string header = bytes.substr(8, n);
+  auto pos = header.find(from);
+  ASSERT_NE(pos, std::string::npos) << from;
+  std::string replaced = to;
+  replaced.resize(from.size(), ' ');
+  ASSERT_EQ(replaced.size(), from.size());
+  header.replace(pos, from.size(), replaced);
+  bytes.replace(8, n, header);
+  std::ofstream(file, std::ios::binary) << bytes;
+}
+
+}  // namespace
+
+TEST(Cli, CorruptSafetensorsGiveOneLineErrors) {
   EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
   const std::string ids = " --ids '1 2 3'";
   // Truncated file.
@@ -137,21 +157,7 @@ TEST(Cli, CorruptCheckpointsGiveOneLineErrors) {
     f.close();
     expect_one_line_error(run_ears("forward --model " + d.string() + ids), "model.safetensors");
   }
-  // Offsets past the end / unknown dtype: rewrite the JSON header in place (same length).
-  auto patch_header = [](const fs::path& file, const std::string& from, const std::string& to) {
-    std::string bytes = ears::test::read_file(file);
-    uint64_t n = 0;
-    std::memcpy(&n, bytes.data(), 8);
-    std::string header = bytes.substr(8, n);
-    auto pos = header.find(from);
-    ASSERT_NE(pos, std::string::npos) << from;
-    std::string replaced = to;
-    replaced.resize(from.size(), ' ');
-    ASSERT_EQ(replaced.size(), from.size());
-    header.replace(pos, from.size(), replaced);
-    bytes.replace(8, n, header);
-    std::ofstream(file, std::ios::binary) << bytes;
-  };
+  // Offsets past the end / unknown dtype: the JSON header rewritten in place (same length).
   {
     fs::path d = copy_fixture("qwen3-tiny");
     std::string bytes = ears::test::read_file(d / "model.safetensors");
@@ -172,6 +178,11 @@ TEST(Cli, CorruptCheckpointsGiveOneLineErrors) {
     patch_header(d / "model.safetensors", "\"F32\"", "\"X32\"");
     expect_one_line_error(run_ears("forward --model " + d.string() + ids), "X32");
   }
+}
+
+TEST(Cli, CheckpointsThatContradictTheirConfigGiveOneLineErrors) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const std::string ids = " --ids '1 2 3'";
   // Shape not matching the config.
   {
     fs::path d = copy_fixture("qwen3-tiny");
