@@ -103,6 +103,7 @@ class CausalLM {
     layers::LinearWeight down;
   };
   CausalLM() = default;
+  // Layer i's weights (model.layers.i.*), q/k/v and gate/up fused as Layer's fields say.
   static Layer load_layer(const Checkpoint& ck, const ModelConfig& c, int64_t i, c10::Device device,
                           c10::ScalarType dtype);
   // ids [B, T] int64 on device_, and a cache of this model's shape, dtype and device.
