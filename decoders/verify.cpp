@@ -107,6 +107,9 @@ struct AcceptanceRule {
   at::Tensor eligible;  // [...] bool, or undefined (every token)
 };
 
+// Baseline and EARS decide by the rule below (uniforms per position, a residual after a rejection).
+bool rejection_kind(VerifierSpec::Kind kind) { return kind == VerifierSpec::Baseline || kind == VerifierSpec::Ears; }
+
 // p, q: p_t(x) and q(x), any matching shapes; u: EARS's uncertainty broadcastable to them.
 AcceptanceRule acceptance_rule(const VerifierSpec& spec, const at::Tensor& p, const at::Tensor& q,
                                const at::Tensor& u) {
@@ -143,9 +146,9 @@ at::Tensor row_at(const at::Tensor& t, const at::Tensor& index) {
 // ---- verify ----
 namespace {
 
-// Checks every field's shape against target_probs [B, γ+1, V]; returns B, G = γ, V.
+// Checks every field's shape against target_probs [B, γ+1, V]; returns B and G = γ.
 struct VerifyDims {
-  int64_t B, G, V;
+  int64_t B, G;
 };
 
 VerifyDims check_input(const VerifierSpec& spec, const VerifyInput& in) {
@@ -154,7 +157,7 @@ VerifyDims check_input(const VerifierSpec& spec, const VerifyInput& in) {
     fail("verify: VerifyInput.target_probs must be [B, γ+1, V], got {}", shape(p_t));
   const int64_t B = p_t.size(0), G = p_t.size(1) - 1, V = p_t.size(2);
   const auto kind = spec.kind;
-  const bool rejection = kind == VerifierSpec::Baseline || kind == VerifierSpec::Ears;
+  const bool rejection = rejection_kind(kind);
   expect(in.draft_tokens, "draft_tokens", {B, G}, p_t);
   if (in.draft_tokens.scalar_type() != at::kLong)
     fail("verify: VerifyInput.draft_tokens must be int64, got {}", c10::toString(in.draft_tokens.scalar_type()));
@@ -163,7 +166,7 @@ VerifyDims check_input(const VerifierSpec& spec, const VerifyInput& in) {
   if (kind == VerifierSpec::Ears && spec.uncertainty == VerifierSpec::MaxProb)
     expect(in.target_max, "target_max", {B, G + 1}, p_t);
   if (kind != VerifierSpec::Greedy) expect(in.uniforms_sample, "uniforms_sample", {B}, p_t);
-  return {B, G, V};
+  return {B, G};
 }
 
 // Per-position decision: accept [B, G] bool; primary [B, G] bool (false = pardoned);
@@ -215,8 +218,7 @@ at::Tensor own_token(const VerifierSpec& spec, const VerifyInput& in, const Deci
   const at::Tensor& x = in.draft_tokens;
   at::Tensor p_row = row_at(in.target_probs, accepted).to(at::kFloat);  // [B, V]
   at::Tensor dist = p_row;
-  const bool rejection = spec.kind == VerifierSpec::Baseline || spec.kind == VerifierSpec::Ears;
-  if (rejection && G > 0) {
+  if (rejection_kind(spec.kind) && G > 0) {
     at::Tensor j = accepted.clamp_max(G - 1);
     at::Tensor resid = in.draft_probs.defined()
                            ? (p_row - row_at(in.draft_probs, j).to(at::kFloat)).clamp_min_(0)
