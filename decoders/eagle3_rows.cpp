@@ -158,7 +158,8 @@ void Eagle3Head::rows_attention(const E* x, int64_t B, int64_t T, const int64_t*
     const E* q = qk.data() + b * T * QK;
     const E* kb = kc + b * K * L * hd;
     const E* vb = vc + b * K * L * hd;
-    if (!pick) layers::attend_rows(q, QK, T, K, G, n_keys.data(), kb, vb, L * hd, hd, scale, attn + b * T * H * hd, H * hd);
+    if (!pick)
+      layers::attend_rows(q, QK, T, K, G, n_keys.data(), kb, vb, L * hd, hd, scale, attn + b * T * H * hd, H * hd);
     for (int64_t r = 0; pick && r < R; ++r) {
       const int64_t t = pick[b * R + r];
       layers::attend_rows(q + t * QK, QK, 1, K, G, n_keys.data() + t, kb, vb, L * hd, hd, scale,

@@ -233,7 +233,8 @@ std::vector<int64_t> start_sequences(const std::vector<GenRequest>& batch, const
 at::Tensor padded_prompts(const std::vector<GenRequest>& batch, int64_t max_prompt, c10::Device dev) {
   const int64_t B = static_cast<int64_t>(batch.size());
   std::vector<int64_t> flat(B * max_prompt, 0);
-  for (int64_t b = 0; b < B; ++b) std::copy(batch[b].prompt.begin(), batch[b].prompt.end(), flat.begin() + b * max_prompt);
+  for (int64_t b = 0; b < B; ++b)
+    std::copy(batch[b].prompt.begin(), batch[b].prompt.end(), flat.begin() + b * max_prompt);
   return long_tensor(flat, dev).view({B, max_prompt});
 }
 

@@ -2,6 +2,8 @@
 #include <CLI/CLI.hpp>
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "harness/bench/bench.h"
 #include "harness/cli/commands.h"
@@ -17,6 +19,11 @@ void add_common(CLI::App* sub, CommonOptions& common, BenchCommon& bc) {
       ->capture_default_str();
   sub->add_flag("--quick", bc.quick, "Tiny sizes and repeats (smoke test; numbers are not meaningful)");
   sub->add_option("--device", bc.device, "cpu | cuda | cuda:N")->capture_default_str();
+}
+
+// --dtype for the benches that time several dtypes (forward, linear).
+void add_dtype_list(CLI::App* sub, std::vector<std::string>& dtypes) {
+  sub->add_option("--dtype", dtypes, "bfloat16 | float32 | float16 (repeatable; default: bfloat16 and float32)");
 }
 
 BenchCommon merged(const CommonOptions& common, BenchCommon bc) {
@@ -45,7 +52,7 @@ void add_forward_command(CLI::App* bench, CommonOptions& common, const std::shar
                   "Parameters of the generated Qwen3 (e.g. 300000000; default 0: 100M, or enough that its bf16 "
                   "weights are twice the last-level cache)")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--dtype", args->dtypes, "bfloat16 | float32 | float16 (repeatable; default: bfloat16 and float32)");
+  add_dtype_list(sub, args->dtypes);
   sub->add_option("--batch", args->batches, "Batch sizes, e.g. 1,4,16")->delimiter(',');
   sub->add_option("--gamma", args->gamma, "Draft tokens per step (a verify forward scores γ+1)")->capture_default_str();
   sub->add_option("--context", args->context, "Positions already in the KV cache")->capture_default_str();
@@ -68,7 +75,7 @@ void add_linear_command(CLI::App* bench, CommonOptions& common, const std::share
   sub->add_option("--out", args->out, "Output features (0: the bf16 weight is twice the last-level cache)")
       ->capture_default_str();
   sub->add_option("--rows", args->rows, "Row counts, e.g. 1,6,16")->delimiter(',');
-  sub->add_option("--dtype", args->dtypes, "bfloat16 | float32 | float16 (repeatable; default: bfloat16 and float32)");
+  add_dtype_list(sub, args->dtypes);
   sub->callback([args, bc, &common, &exit_code] { exit_code = run_bench_linear(*args, merged(common, *bc)); });
 }
 
