@@ -1,7 +1,7 @@
 // The field tables of docs/report-schema.md, generated from the field lists (reports/fields.h)
 // of every struct written to results.jsonl, run_meta.json and report.json. The doc holds them
 // between kSchemaDocBegin and kSchemaDocEnd; report_tests checks that they match (and rewrites
-// them with EARS_UPDATE_SCHEMA_DOC=1). Torch-free.
+// them with EARS_UPDATE_DOCS=1). Torch-free.
 #pragma once
 #include <string>
 #include <vector>

@@ -240,3 +240,25 @@ TEST(ConfigFiles, EveryShippedConfigLoadsAndRoundTrips) {
   EXPECT_FALSE(off.arms[0].decoding.distortion);
   EXPECT_EQ(parse_experiment(to_yaml(off), "rt.yaml", "/"), off);
 }
+
+// ------------------------------------------------------------------ the key reference
+
+// docs/config.md's key tables are the section tables' (harness/config/reference.cpp): a key added,
+// renamed or re-defaulted in a table without the doc (or the reverse) fails here.
+TEST(ConfigDoc, KeyTablesMatchTheSectionTables) {
+  ears::test::expect_generated_block("config.md", kConfigDocBegin, kConfigDocEnd, config_reference_markdown(),
+                                     "./config_tests --gtest_filter=ConfigDoc.*");
+}
+
+// The generator reads defaults and required keys from the tables themselves.
+TEST(ConfigDoc, ReferenceShowsDefaultsAndRequiredKeys) {
+  const std::string md = config_reference_markdown();
+  EXPECT_NE(md.find("| `gamma` | `5` |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| `temperature` | `0.9` |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| `dtype` | `auto` |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| `path` | *required* |"), std::string::npos) << md;       // target.path
+  EXPECT_NE(md.find("| `arms` | *required* |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| `name` | `\"\"` |"), std::string::npos) << md;            // the file's stem
+  EXPECT_NE(md.find("| `target` | *required* |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| `decoding` | section `decoding` |"), std::string::npos) << md;
+}

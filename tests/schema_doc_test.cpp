@@ -1,6 +1,6 @@
 // docs/report-schema.md against the field lists (reports/schema_doc.h): the generated field
 // tables must be the doc's, so a field added to a list but not documented (or documented but
-// not in a list) fails here. EARS_UPDATE_SCHEMA_DOC=1 rewrites the tables in the doc.
+// not in a list) fails here. EARS_UPDATE_DOCS=1 rewrites the tables in the doc.
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -35,35 +35,9 @@ std::set<std::string> quoted_keys_after(const std::string& doc, const std::strin
   return keys;
 }
 
-std::multiset<std::string> lines(const std::string& text) {
-  std::multiset<std::string> out;
-  std::istringstream in(text);
-  for (std::string l; std::getline(in, l);) out.insert(l);
-  return out;
-}
-
 TEST(SchemaDoc, FieldTablesMatchTheFieldLists) {
-  std::string doc = test::read_file(doc_path());
-  const size_t begin = doc.find(kSchemaDocBegin);
-  const size_t end = doc.find(kSchemaDocEnd);
-  ASSERT_NE(begin, std::string::npos) << "docs/report-schema.md lacks " << kSchemaDocBegin;
-  ASSERT_NE(end, std::string::npos) << "docs/report-schema.md lacks " << kSchemaDocEnd;
-  const size_t body = begin + std::string(kSchemaDocBegin).size();
-  const std::string generated = schema_tables_markdown();
-  if (std::getenv("EARS_UPDATE_SCHEMA_DOC")) {
-    doc.replace(body, end - body, generated);
-    std::ofstream(doc_path(), std::ios::binary) << doc;
-    return;
-  }
-  const std::string in_doc = doc.substr(body, end - body);
-  const auto doc_lines = lines(in_doc), list_lines = lines(generated);
-  for (const auto& l : list_lines)
-    if (!doc_lines.count(l)) ADD_FAILURE() << "in the field lists, not in docs/report-schema.md: " << l;
-  for (const auto& l : doc_lines)
-    if (!list_lines.count(l)) ADD_FAILURE() << "in docs/report-schema.md, not in the field lists: " << l;
-  EXPECT_TRUE(in_doc == generated)
-      << "docs/report-schema.md's field tables differ from the field lists in reports/*.h; rerun "
-         "EARS_UPDATE_SCHEMA_DOC=1 ./report_tests --gtest_filter=SchemaDoc.* and keep the prose in step";
+  test::expect_generated_block("report-schema.md", kSchemaDocBegin, kSchemaDocEnd, schema_tables_markdown(),
+                               "./report_tests --gtest_filter=SchemaDoc.*");
 }
 
 // The hand-written examples of the doc name every field of the lists, and only those.

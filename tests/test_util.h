@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -159,6 +160,38 @@ inline std::filesystem::path temp_dir(const std::string& name) {
   std::filesystem::create_directories(p);
   cleanup.dirs.push_back(p);
   return p;
+}
+
+// A doc section generated from code (report fields, config keys): docs/<doc> must hold
+// `generated` between the `begin` and `end` markers. With EARS_UPDATE_DOCS set, rewrites the
+// block instead. Each differing line is its own failure, so the message shows what to change.
+inline void expect_generated_block(const std::string& doc, const std::string& begin, const std::string& end,
+                                   const std::string& generated, const std::string& update_command) {
+  const auto path = source_dir() / "docs" / doc;
+  std::string text = read_file(path);
+  const size_t b = text.find(begin), e = text.find(end);
+  ASSERT_NE(b, std::string::npos) << "docs/" << doc << " lacks " << begin;
+  ASSERT_NE(e, std::string::npos) << "docs/" << doc << " lacks " << end;
+  const size_t body = b + begin.size();
+  if (std::getenv("EARS_UPDATE_DOCS")) {
+    text.replace(body, e - body, generated);
+    std::ofstream(path, std::ios::binary) << text;
+    return;
+  }
+  const std::string in_doc = text.substr(body, e - body);
+  auto lines = [](const std::string& t) {
+    std::multiset<std::string> out;
+    std::istringstream in(t);
+    for (std::string l; std::getline(in, l);) out.insert(l);
+    return out;
+  };
+  const auto doc_lines = lines(in_doc), code_lines = lines(generated);
+  for (const auto& l : code_lines)
+    if (!doc_lines.count(l)) ADD_FAILURE() << "generated from the code, not in docs/" << doc << ": " << l;
+  for (const auto& l : doc_lines)
+    if (!code_lines.count(l)) ADD_FAILURE() << "in docs/" << doc << ", not generated from the code: " << l;
+  EXPECT_TRUE(in_doc == generated) << "docs/" << doc << "'s generated block differs from the code; rerun "
+                                   << "EARS_UPDATE_DOCS=1 " << update_command << " and keep the prose in step";
 }
 
 }  // namespace ears::test

@@ -31,7 +31,7 @@ namespace ears {
 struct ModelConfig;
 
 struct BenchCommon {
-  int threads = 0;       // 0 = all cores
+  int threads = 0;       // 0 = the logical CPUs idle at start-up
   bool json = false;
   int repeats = 0;       // 0 = the command's default
   bool quick = false;    // tiny sizes and repeats (tests)

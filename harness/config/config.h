@@ -127,7 +127,7 @@ struct RunSpec {
   std::string output_dir;          // empty = runner's default runs/<name>-<timestamp>;
                                    // relative paths are relative to the working directory
   std::string order = "interleaved";  // interleaved | random
-  int threads = 0;                 // 0 = all cores
+  int threads = 0;                 // 0 = the logical CPUs idle at start-up (decoders/threads.h)
   bool operator==(const RunSpec&) const = default;
 };
 
@@ -162,6 +162,12 @@ ExperimentSpec parse_experiment(const std::string& yaml_text, const std::string&
 std::string to_yaml(const ExperimentSpec& spec);
 // JSON for report.json: like to_yaml, but every arm carries its full decoding and draft.
 nlohmann::json to_json(const ExperimentSpec& spec);
+
+// docs/config.md's key tables (between the markers), generated from the section tables: every
+// key of every section with its default and meaning. config_tests checks the doc against it.
+inline constexpr const char* kConfigDocBegin = "<!-- BEGIN key tables: generated from harness/config's section tables -->";
+inline constexpr const char* kConfigDocEnd = "<!-- END key tables -->";
+std::string config_reference_markdown();
 
 
 }  // namespace ears::config

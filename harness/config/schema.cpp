@@ -149,8 +149,7 @@ const Table<DraftSpec>& draft_table() {
   return t;
 }
 
-namespace {
-const Table<DatasetFields>& fields_table() {
+const Table<DatasetFields>& dataset_fields_table() {
   using F = DatasetFields;
   static const Table<F> t{"dataset.fields",
                           {field("prompt", &F::prompt, Str(), "JSON key of the prompt"),
@@ -159,6 +158,7 @@ const Table<DatasetFields>& fields_table() {
   return t;
 }
 
+namespace {
 constexpr auto kDatasetAliases = task_aliases();
 
 // A task reading its requests from dataset.path (jsonl): required.
@@ -245,7 +245,7 @@ const Table<DatasetSection>& dataset_table() {
       field("scorer", &D::scorer, Enum(kScorers), "empty = the dataset's scorer; else gsm8k | squad | lm_eval_nq_open | qa | none")
           .skip_if([](const Node& n) { return n.IsScalar() && n.Scalar().empty(); })  // "" = default
           .comment("empty = the dataset's scorer", [](const D& d) { return d.scorer.empty(); }),
-      section("fields", &D::fields, fields_table(), with_doc(&Task::fields, "", " only: which JSON keys hold what"))
+      section("fields", &D::fields, dataset_fields_table(), with_doc(&Task::fields, "", " only: which JSON keys hold what"))
           .before([](const At& a, const D& d) { only_for(a, d, &Task::fields, "fields", "name: ", "remove dataset.fields"); })
           .yaml_if([](const D& d) { return task_has(d.name, &Task::fields); }),
       field("categories", &D::categories, StrList(), with_doc(&Task::categories, "", ": keep only these (empty = all)"))
@@ -300,8 +300,8 @@ const Table<RunSpec>& run_table() {
        field("output_dir", &R::output_dir, EnvStr(), "empty = runs/<name>-<timestamp>; relative to the working directory")
            .comment("empty = runs/<name>-<timestamp>", [](const R&) { return true; }),
        field("order", &R::order, Enum(kRunOrders), "interleaved | random"),
-       field("threads", &R::threads, Int(0, kIntMax, 0), "CPU threads; 0 = all cores")
-           .comment("0 = all cores", [](const R&) { return true; })}};
+       field("threads", &R::threads, Int(0, kIntMax, 0), "CPU threads; 0 = the logical CPUs idle at start-up")
+           .comment("0 = the logical CPUs idle at start-up", [](const R&) { return true; })}};
   return t;
 }
 

@@ -259,6 +259,7 @@ inline auto Dtype() { return Enum(kDtypes, kDtypeAliases); }
 const Table<TargetSpec>& target_table();
 const Table<DraftSpec>& draft_table();
 const Table<DatasetSection>& dataset_table();
+const Table<DatasetFields>& dataset_fields_table();
 const Table<DecodingSpec>& decoding_table();
 const Table<VerifierSpec>& verifier_table();
 const Table<RunSpec>& run_table();
