@@ -219,7 +219,8 @@ TEST(Qwen3Tokenizer, ChatTemplate) {
   EXPECT_EQ(tok.decode(no_think, /*skip_special=*/true), "user\nWhat is 2+2?\nassistant\n<think>\n\n</think>\n\n");
 }
 
-TEST(Qwen3Tokenizer, DatasetsRoundTripAndSpeed) {
+// Every dataset string round-trips; the encode time is printed, not asserted (speed is not a test).
+TEST(Qwen3Tokenizer, DatasetsRoundTrip) {
   EARS_REQUIRE_SHARED(kQwen3);
   EARS_REQUIRE_SHARED("datasets/gsm8k/test.jsonl");
   const auto& tok = qwen3();
@@ -235,7 +236,6 @@ TEST(Qwen3Tokenizer, DatasetsRoundTripAndSpeed) {
   double secs = seconds_since(t0);
   std::printf("[ info ] encoded %zu GSM8K test questions (%zu tokens) in %.3f s\n", questions.size(),
               n_tokens, secs);
-  EXPECT_LT(secs, 1.0);
   EXPECT_GT(n_tokens, 1319u * 40);
 
   std::vector<std::string> all;
@@ -280,14 +280,13 @@ TEST(Qwen3Tokenizer, LongInputs) {
   std::string spaces(20000, ' ');
   std::string digits(5000, '7');
   std::string mixed = "x" + spaces + "y\n\n\n" + std::string(3000, '=') + "\r\n" + cjk;
-  auto t0 = std::chrono::steady_clock::now();
+  // Long runs of one pre-token class: correct and (ctest's timeout would catch a hang) finite.
   for (const std::string* s : {&cjk, &spaces, &digits, &mixed}) {
     auto ids = tok.encode(*s);
     EXPECT_FALSE(ids.empty());
     EXPECT_EQ(tok.decode(ids), *s);
   }
   EXPECT_EQ(tok.encode(digits).size(), 5000u);
-  EXPECT_LT(seconds_since(t0), 2.0);
 }
 
 TEST(Qwen3Tokenizer, AddedTokensAndPartialMarkers) {
