@@ -307,9 +307,30 @@ RunMeta read_run_meta(const fs::path& run_dir) {
   return run_meta_from_json(j, p.string());
 }
 
+namespace {
+// The dataset object of the merged runs: the first run's, with the request counts summed and,
+// for shards, "shard" replaced by the list of shards merged (the merged dir is no longer a shard,
+// so a report of it looks for no sibling).
+json merged_dataset(const std::vector<RunMeta>& metas) {
+  json out = metas.front().dataset;
+  if (metas.size() == 1) return out;
+  int64_t n_requests = 0;
+  json shards = json::array();
+  for (const auto& m : metas) {
+    n_requests += m.dataset.value("n_requests", int64_t{0});
+    if (const auto it = m.dataset.find("shard"); it != m.dataset.end()) shards.push_back(*it);
+  }
+  if (out.contains("n_requests")) out["n_requests"] = n_requests;
+  out.erase("shard");
+  if (!shards.empty()) out["merged_shards"] = shards;
+  return out;
+}
+}  // namespace
+
 RunMeta merge_run_meta(const std::vector<RunMeta>& metas) {
   if (metas.empty()) fail("no run directories given; pass at least one RUN_DIR");
   RunMeta out = metas.front();
+  out.dataset = merged_dataset(metas);
   out.arms.clear();
   out.complete = true;
   out.expected_results = 0;
@@ -431,6 +452,9 @@ LoadedRuns load_runs(const std::vector<fs::path>& run_dirs, bool force) {
     out.warnings.push_back(fmt::format("missing shard(s) {} of {}: the merge covers part of the run", fmt::join(names, ", "), n));
     out.meta.complete = false;
     out.meta.dataset["missing_shards"] = missing;
+  } else if (const auto it = out.meta.dataset.find("missing_shards"); it != out.meta.dataset.end() && !it->empty()) {
+    // A partial merge's own directory, rendered again: still short of the same shards.
+    out.warnings.push_back(fmt::format("merged without shard(s) {}: the merge covers part of the run", it->dump()));
   }
   out.raw_count = static_cast<int64_t>(all.size());
   out.results = dedupe_results(all);

@@ -86,7 +86,7 @@ void experiment_fields(S& s, V& v) {
   v("config", s.config, "the resolved experiment spec, as given by the runner", 0);
   v("environment", s.environment,
     "what ran: device, dtype, kernel path, threads, libtorch, CPU, git commit, fingerprint, ...", 0);
-  v("dataset", s.dataset, "name, path, number of requests, shard, skipped_lines, missing_shards, ...", 0);
+  v("dataset", s.dataset, "name, path, number of requests, shard, skipped_lines, merged_shards, missing_shards, ...", 0);
 }
 
 struct Report {
@@ -179,8 +179,9 @@ RunMeta read_run_meta(const std::filesystem::path& run_dir);
 
 // Merges the run_meta.json of several run dirs (shards): arms are united in first-seen order
 // (the same arm must carry the same verifier), wall times are summed (the shards are disjoint:
-// the time one process would take for all of them back to back), config / environment /
-// dataset come from the first dir, complete = all complete, expected_results summed.
+// the time one process would take for all of them back to back), config / environment come
+// from the first dir, dataset too with n_requests summed and "shard" replaced by
+// "merged_shards" (the list merged), complete = all complete, expected_results summed.
 RunMeta merge_run_meta(const std::vector<RunMeta>& metas);
 
 // ears-bench report RUN_DIR...: reads run_meta.json + results.jsonl of every dir (a truncated

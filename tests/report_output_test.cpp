@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <functional>
 #include <string>
 #include <vector>
@@ -426,6 +427,9 @@ void write_shard(const fs::path& dir, const std::vector<RequestResult>& rs, cons
   meta.environment = in.environment;
   meta.dataset = in.dataset;
   if (!shard.empty()) meta.dataset["shard"] = shard;
+  std::set<std::string> ids;
+  for (const auto& r : rs) ids.insert(r.request_id);
+  meta.dataset["n_requests"] = ids.size();
   meta.complete = complete;
   meta.expected_results = static_cast<int64_t>(rs.size());
   write_run_meta(meta, dir);
@@ -463,11 +467,30 @@ TEST(RunDir, ShardsMergeAndRender) {
   EXPECT_EQ(merged.arms[1].metrics.output_tokens, direct.arms[1].metrics.output_tokens);
   EXPECT_DOUBLE_EQ(merged.arms[1].metrics.mean_accept_length, direct.arms[1].metrics.mean_accept_length);
 
-  // merge writes a run dir that reports the same
+  // merge writes a run dir that reports the same: a whole, complete run of every request (not
+  // shard 0 of 2 looking for its sibling)
   merge_run_dirs({root / "s1", root / "s2"}, root / "merged");
   const Report again = report_from_run_dirs({root / "merged"}, kDefaultBootstrapSeed, 500);
   EXPECT_EQ(again.arms[2].metrics.n_requests, 30);
   EXPECT_DOUBLE_EQ(again.arms[2].metrics.wall_s, 25.0);
+  EXPECT_FALSE(again.partial) << ::testing::PrintToString(again.warnings);
+  EXPECT_TRUE(again.warnings.empty()) << ::testing::PrintToString(again.warnings);
+  EXPECT_EQ(again.dataset["n_requests"], 30);
+  EXPECT_FALSE(again.dataset.contains("shard"));
+  EXPECT_EQ(again.dataset["merged_shards"], json::array({"0/2", "1/2"}));
+  EXPECT_EQ(merged.dataset["n_requests"], 30);
+
+  // A merge missing a shard (0 and 2 of 3) stays partial, and says which, when rendered again.
+  const size_t third = rs.size() / 3;
+  write_shard(root / "t0", {rs.begin(), rs.begin() + static_cast<long>(third)}, in, true, 0.3, "0/3");
+  write_shard(root / "t2", {rs.begin() + static_cast<long>(2 * third), rs.end()}, in, true, 0.3, "2/3");
+  merge_run_dirs({root / "t0", root / "t2"}, root / "part");
+  const Report part = report_from_run_dirs({root / "part"}, kDefaultBootstrapSeed, 100);
+  EXPECT_TRUE(part.partial);
+  EXPECT_EQ(part.dataset["missing_shards"], json::array({1}));
+  EXPECT_EQ(part.dataset["merged_shards"], json::array({"0/3", "2/3"}));
+  EXPECT_NE(::testing::PrintToString(part.warnings).find("merged without shard(s) [1]"), std::string::npos)
+      << ::testing::PrintToString(part.warnings);
 
   // An incomplete shard with a truncated last line gives a partial report with a warning.
   write_shard(root / "s4", a, in, false, 1.0);
