@@ -166,6 +166,22 @@ TEST(RunnerCli, ShardsMergeIntoTheFullRun) {
   EXPECT_EQ(report["sources"].size(), 2u);
   EXPECT_TRUE(fs::exists(root / "merged" / "config.yaml"));
   EXPECT_EQ(cli({"gate", (root / "merged").string(), "--check", "ears n_requests == 30"}).exit_code, 0);
+  // The merged directory is a whole run: rendered again, it is still complete.
+  Proc again = cli({"report", (root / "merged").string(), "--quiet"});
+  ASSERT_EQ(again.exit_code, 0) << show(again);
+  EXPECT_FALSE(read_json(root / "merged" / "report.json")["partial"].get<bool>()) << again.out;
+
+  // A shard resumed with another shard's result in its file: refused, not counted as its own.
+  const fs::path mixed = root / "mixed";
+  fs::copy(root / "shard-0", mixed);
+  fs::remove(mixed / "report.json");
+  std::string other = test::read_file(root / "shard-1" / "results.jsonl");
+  other = other.substr(0, other.find('\n') + 1);
+  std::ofstream(mixed / "results.jsonl", std::ios::app) << other;
+  Proc resumed = cli({"run", "--resume", mixed.string(), "--threads", "1", "--quiet"});
+  EXPECT_EQ(resumed.exit_code, 2) << show(resumed);
+  EXPECT_NE(resumed.err.find("that this run does not make (15 requests in its shard, 1 repeat(s))"), std::string::npos)
+      << resumed.err;
 }
 
 TEST(RunnerCli, SigintStopsAfterTheBatchWithAPartialReport) {

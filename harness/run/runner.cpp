@@ -300,6 +300,18 @@ void start_meta(Run& r) {
   }
 }
 
+// --resume: every result already written must be one this run would write (a request of its
+// shard, a repeat it runs); another run's lines would be counted as this run's.
+void check_done_in_run(const Run& r) {
+  std::set<std::string> ids;
+  for (const Request* q : r.reqs) ids.insert(q->id);
+  for (const auto& [arm, id, repeat] : r.done)
+    if (!ids.count(id) || repeat < 0 || repeat >= r.repeats)
+      fail("{}: holds a result (arm '{}', request '{}', repeat {}) that this run does not make ({} requests{}, {} "
+           "repeat(s)); it is not this run's results file: move the line or the file aside",
+           r.results_path().string(), arm, id, repeat, r.reqs.size(), r.shard.active() ? " in its shard" : "", r.repeats);
+}
+
 // --resume: repairs results.jsonl's tail and reads what is done; arms whose earlier wall time was
 // lost but that have results get an unknown wall time (the report then uses Σ latencies).
 void find_done(Run& r) {
@@ -308,6 +320,7 @@ void find_done(Run& r) {
   std::vector<std::string> names;
   for (const auto& a : r.spec.arms) names.push_back(a.name);
   r.done = read_done(r.results_path(), names);
+  check_done_in_run(r);
   for (auto& arm : r.arms) {
     bool had_wall = false;
     for (const auto& a : r.prior.arms) had_wall |= a.name == arm.spec->name && std::isfinite(a.wall_s);
