@@ -46,8 +46,20 @@ TEST(Cli, HelpOnEveryCommand) {
     EXPECT_EQ(r.exit_code, 0) << cmd;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << cmd;
   }
-  auto r = run_ears("no-such-command");
-  EXPECT_EQ(r.exit_code, 2);
+}
+
+// Mistakes the option parser finds are one line too, naming the command and its --help.
+TEST(Cli, CommandLineMistakesGiveOneLineErrors) {
+  expect_one_line_error(run_ears("no-such-command"), "unknown command 'no-such-command'");
+  expect_one_line_error(run_ears("rn x.yaml"), "did you mean 'run'?");
+  expect_one_line_error(run_ears(""), "commands: env,");
+  expect_one_line_error(run_ears("run --bogus"), "ears-bench run: The following argument was not expected: --bogus; see "
+                                                 "'ears-bench run --help'");
+  expect_one_line_error(run_ears("generate --max-new-tokens abc"), "--max-new-tokens");
+  expect_one_line_error(run_ears("gate"), "ears-bench gate: run_dir is required");
+  expect_one_line_error(run_ears("bench"), "(commands: bandwidth, forward,");
+  expect_one_line_error(run_ears("bench forward --nope"), "see 'ears-bench bench forward --help'");
+  EXPECT_EQ(run_ears("--version").exit_code, 0);
 }
 
 TEST(Cli, ForwardMatchesFixtureLogits) {

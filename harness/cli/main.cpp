@@ -2,19 +2,48 @@
 #include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "decoders/runtime.h"
 #include "harness/cli/commands.h"
 #include "harness/run/environment.h"
 #include "harness/base/error.h"
+#include "harness/base/strings.h"
 
 namespace {
 
 // First line of a message: user-facing errors are one line, never a backtrace.
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+// A command-line mistake CLI11 found (unknown option, missing argument, bad number): one line
+// naming the command, pointing at its --help, exit 2. --help and --version print and exit 0.
+int parse_error(CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
+  if (e.get_exit_code() == 0) return app.exit(e);
+  CLI::App* cmd = &app;
+  std::string path = "ears-bench";
+  for (auto subs = cmd->get_subcommands(); !subs.empty(); subs = cmd->get_subcommands())
+    cmd = subs.front(), path += " " + cmd->get_name();
+  std::string what = first_line(e.what());
+  std::vector<std::string> names;  // the commands under the one recognised, if it has any
+  for (const CLI::App* sub : cmd->get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
+  if (!names.empty()) {
+    const std::string list = fmt::format("commands: {}", fmt::join(names, ", "));
+    if (cmd == &app && argc > 1 && argv[1][0] != '-') {
+      const std::string guess = ears::closest(argv[1], names);
+      what = fmt::format("unknown command '{}' ({}{})", argv[1], guess.empty() ? "" : fmt::format("did you mean '{}'? ", guess),
+                         list);
+      if (std::string_view(argv[1]) == "resume") what += "; resume a run with 'ears-bench run --resume DIR'";
+    } else {
+      what = fmt::format("{} ({})", what, list);
+    }
+  }
+  fmt::print(stderr, "ears-bench: error: {}: {}; see '{} --help'\n", path, what, path);
+  return 2;
+}
 
 }  // namespace
 
@@ -44,8 +73,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+    return parse_error(app, e, argc, argv);
   } catch (const ears::Error& e) {
     fmt::print(stderr, "ears-bench: error: {}\n", first_line(e.what()));
     return e.exit_code;
