@@ -371,6 +371,10 @@ TEST(ConfigErrors, YamlSyntaxErrorHasFileLineColumn) {
   EXPECT_NE(e2.find("(yaml): syntax error"), std::string::npos) << e2;
   EXPECT_EQ(error_of(""), "t.yaml:1:1: (document): the file is empty; it needs at least target, dataset and arms");
   EXPECT_NE(error_of("- a\n- b\n").find("(document): expected a mapping of sections, got a list"), std::string::npos);
+  // A second document would be dropped unread: refused where it starts.
+  const std::string two = error_of(kBase + "---\nname: other\n");
+  EXPECT_TRUE(starts_with(two, "t.yaml:")) << two;
+  EXPECT_NE(two.find("(document): a second YAML document (after '---'); one experiment per file"), std::string::npos) << two;
   // Not printable UTF-8 text (fuzz_config found these breaking the to_yaml round trip).
   EXPECT_EQ(error_of("name: x\ntarget: {path: m\x18}\n"),
             "t.yaml:2:17: (yaml): control character U+0018 is not allowed in YAML; remove it");

@@ -13,14 +13,20 @@ namespace ears {
 
 namespace fs = std::filesystem;
 
-std::string read_file(const fs::path& path, std::string_view what, std::string_view fix) {
+std::string read_file(const fs::path& path, std::string_view what, std::string_view fix, std::size_t max_bytes) {
   std::ifstream in(path, std::ios::binary);
   if (!in || fs::is_directory(path))
     fail("{}: cannot read {} ({}); {}", path.string(), what,
          fs::is_directory(path) ? "it is a directory" : std::strerror(errno), fix);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::string out;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    out.append(buf, static_cast<std::size_t>(in.gcount()));
+    if (out.size() > max_bytes)
+      fail("{}: {} is larger than {} bytes; pass the right file (a text file, not a device or a data file)",
+           path.string(), what, max_bytes);
+  }
+  return out;
 }
 
 void write_file_atomic(const fs::path& path, const std::string& content) {
