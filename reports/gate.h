@@ -7,7 +7,7 @@
 //             arm for comparison metrics)
 //   METRIC := NAME | NAME "[" INDEX "]"    e.g. accuracy, acceptance_per_position[0],
 //             accuracy_delta_ci95[0] (an interval's lower end)
-//   OP     := ">=" | ">" | "<=" | "<" | "=="
+//   OP     := ">=" | ">" | "<=" | "<" | "=="   ("==" holds within a relative 1e-9: rounding noise)
 //   VALUE  := a finite number
 // e.g. "ears: accuracy_delta_pp >= -1", "ears-0.5 throughput_gain_pct >= 5", "n_errors == 0".
 //

@@ -1,15 +1,20 @@
 // Tests for reports/gate: the one gate grammar (YAML gates:, --check, --rules files), metric
-// names derived from the report's JSON, "*" expansion. Evaluation against a report is in
+// names derived from the report's JSON, "*" expansion, and each operator and index evaluated on a
+// hand-built report (GateEvaluate.*). Evaluation against a built report is in
 // report_output_test.cpp (Gate.*), the YAML side in config_parse_test.cpp (ConfigGates.*).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "harness/base/error.h"
 #include "reports/gate.h"
 #include "reports/metrics.h"
+#include "reports/report.h"
 
 namespace ears {
 namespace {
@@ -62,10 +67,25 @@ TEST(GateGrammar, MetricNamesAreTheReportsNumericFields) {
   // Not numbers: objects, arrays of objects, strings.
   for (const char* name : {"categories", "uncertainty_buckets", "time_split_s", "arm", "baseline", "speed"})
     EXPECT_EQ(gate_metric_kind(name), GateMetricKind::unknown) << name;
+  EXPECT_EQ(gate_metric_kind("identical_share"), GateMetricKind::comparison);  // a derived field
+  // The lists an unknown metric's message shows: each holds the metrics CI configs gate on (a
+  // literal list, not one derived from the same JSON), and no name is in both.
   const auto arm_names = gate_metric_names(GateMetricKind::arm);
-  size_t numeric = 0;
-  for (const auto& [k, v] : arm.items()) numeric += v.is_number() || v.is_null() || v.is_boolean();
-  EXPECT_GE(arm_names.size(), numeric);
+  const auto comparison_names = gate_metric_names(GateMetricKind::comparison);
+  auto in = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  for (const char* name : {"output_tokens_per_s", "mean_accept_length", "accuracy", "n_errors",
+                           "acceptance_per_position", "latency_p99_s", "wall_from_latencies"}) {
+    EXPECT_TRUE(in(arm_names, name)) << name;
+    EXPECT_FALSE(in(comparison_names, name)) << name;
+  }
+  for (const char* name : {"throughput_gain_pct", "accuracy_delta_pp", "identical_share", "mcnemar_p",
+                           "accuracy_delta_ci95"}) {
+    EXPECT_TRUE(in(comparison_names, name)) << name;
+    EXPECT_FALSE(in(arm_names, name)) << name;
+  }
+  EXPECT_FALSE(in(arm_names, "categories"));
 }
 
 TEST(GateGrammar, InvalidRulesNameTheProblem) {
@@ -134,6 +154,97 @@ TEST(GateGrammar, WildcardsExpandPerArmAndArmsAreChecked) {
   EXPECT_EQ(error({"base", "accuracy_delta_pp", ">=", 0}),
             "g.txt:1: accuracy_delta_pp compares an arm with the baseline, and 'base' is the baseline; name another arm");
   EXPECT_EQ(error({"base", "accuracy", ">=", 0}), "");
+}
+
+// ---------------------------------------------------------------------------------------------
+// evaluation on a hand-built report: every operator on and either side of its threshold, indices
+
+// Arms "base" and "ears"; ears has τ = 2.5, acceptance_per_position [0.9, 0.5, 0.2] (all
+// different, so a wrong index shows) and no distortion (null); its comparison has
+// accuracy_delta_ci95 [-1.5, 4].
+Report gate_report() {
+  Report r;
+  r.baseline = "base";
+  ArmReport base{"base", json::object(), ArmMetrics{}}, ears{"ears", json::object(), ArmMetrics{}};
+  ears.metrics.mean_accept_length = 2.5;
+  ears.metrics.acceptance_per_position = {0.9, 0.5, 0.2};
+  r.arms = {base, ears};
+  Comparison c;
+  c.arm = "ears";
+  c.baseline = "base";
+  c.accuracy_delta_ci95 = {-1.5, 4.0};
+  r.comparisons = {c};
+  return r;
+}
+
+GateOutcome outcome_of(const Report& r, const std::string& metric, const std::string& op, double value) {
+  const GateResult g = evaluate_gates(r, {GateRule{"ears", metric, op, value}});
+  EXPECT_EQ(g.outcomes.size(), 1u);
+  EXPECT_EQ(g.all_passed, g.outcomes.at(0).pass);
+  return g.outcomes.at(0);
+}
+
+// Each operator with the actual value (τ = 2.5) just below, on and just above the threshold:
+// the expected PASS/FAIL written out, so a swapped or off-by-equality operator fails a row.
+TEST(GateEvaluate, EveryOperatorBelowOnAndAboveItsThreshold) {
+  struct Row {
+    const char* op;
+    bool below, on, above;  // pass when actual = threshold − ε, threshold, threshold + ε
+  };
+  const Row rows[] = {{">=", false, true, true}, {">", false, false, true}, {"<=", true, true, false},
+                      {"<", true, false, false}, {"==", false, true, false}};
+  ASSERT_EQ(std::size(rows), kGateOps.size());  // a new operator needs its row
+  const Report r = gate_report();
+  const double actual = 2.5, eps = 1e-6;  // ε far above "=="'s tolerance (2.5e-9) and rounding
+  for (const Row& row : rows) {
+    EXPECT_TRUE(std::find(kGateOps.begin(), kGateOps.end(), row.op) != kGateOps.end()) << row.op;
+    const GateOutcome below = outcome_of(r, "mean_accept_length", row.op, actual + eps);
+    EXPECT_EQ(below.actual, actual) << row.op;
+    EXPECT_EQ(below.pass, row.below) << "2.5 " << row.op << " 2.5 + eps";
+    EXPECT_EQ(outcome_of(r, "mean_accept_length", row.op, actual).pass, row.on) << "2.5 " << row.op << " 2.5";
+    EXPECT_EQ(outcome_of(r, "mean_accept_length", row.op, actual - eps).pass, row.above)
+        << "2.5 " << row.op << " 2.5 - eps";
+    // An undefined (null) metric fails every operator, whatever the threshold.
+    for (double t : {-1e9, 0.0, 1e9}) EXPECT_FALSE(outcome_of(r, "distortion_tv_mean", row.op, t).pass) << row.op << t;
+  }
+  // "==" forgives a relative 1e-9 (rounding in report.json) and no more.
+  EXPECT_TRUE(outcome_of(r, "mean_accept_length", "==", actual * (1 + 0.5e-9)).pass);
+  EXPECT_FALSE(outcome_of(r, "mean_accept_length", "==", actual * (1 + 2e-9)).pass);
+}
+
+// NAME[INDEX] reads entry INDEX: the entries all differ, so reading any other one shows; an
+// index past the end is a bad rule (exit 2) naming the array's size.
+TEST(GateEvaluate, IndexPicksThatEntry) {
+  const Report r = gate_report();
+  const double per_position[] = {0.9, 0.5, 0.2};
+  const bool above_07[] = {true, false, false};
+  for (int k = 0; k < 3; ++k) {
+    const GateOutcome o = outcome_of(r, "acceptance_per_position[" + std::to_string(k) + "]", ">", 0.7);
+    EXPECT_EQ(o.actual, per_position[k]) << k;
+    EXPECT_EQ(o.pass, above_07[k]) << k;
+    EXPECT_EQ(o.source, "arm");
+  }
+  const GateOutcome lo = outcome_of(r, "accuracy_delta_ci95[0]", ">=", -1);
+  const GateOutcome hi = outcome_of(r, "accuracy_delta_ci95[1]", ">=", -1);
+  EXPECT_EQ(lo.actual, -1.5);
+  EXPECT_FALSE(lo.pass);
+  EXPECT_EQ(hi.actual, 4.0);
+  EXPECT_TRUE(hi.pass);
+  EXPECT_EQ(lo.source, "comparison");
+  auto error_of = [&](const std::string& metric) {
+    try {
+      evaluate_gates(r, {GateRule{"ears", metric, ">=", 0}});
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code, 2);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error_of("acceptance_per_position[3]"),
+            "gate rule 'ears: acceptance_per_position[3] >= 0': index 3 out of range (the array has 3 entries)");
+  EXPECT_NE(error_of("accuracy_delta_ci95[2]").find("index 2 out of range (the array has 2 entries)"),
+            std::string::npos);
+  EXPECT_NE(error_of("mean_accept_length[0]").find("is not an array"), std::string::npos);
 }
 
 }  // namespace
