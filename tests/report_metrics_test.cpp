@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -63,7 +64,11 @@ TEST(Stats, McNemarExactKnownTables) {
   EXPECT_NEAR(mcnemar_exact_p(1, 8), 20.0 / 512.0, 1e-12);
   EXPECT_DOUBLE_EQ(mcnemar_exact_p(5, 5), 1.0);
   EXPECT_DOUBLE_EQ(mcnemar_exact_p(0, 0), 1.0);
-  EXPECT_LT(mcnemar_exact_p(0, 2000), 1e-300 + 1e-200);  // large n stays finite
+  // A large n (1000 discordant pairs, where naive factorials overflow). The reference is exact:
+  // python3 -c "from math import comb; from fractions import Fraction as F;
+  //   print(float(F(2 * sum(comb(1000, i) for i in range(451)), 2**1000)))"  -> 0.0017305360849763176
+  EXPECT_NEAR(mcnemar_exact_p(450, 550), 0.0017305360849763176, 1e-9 * 0.0017305360849763176);
+  EXPECT_NEAR(mcnemar_exact_p(550, 450), 0.0017305360849763176, 1e-9 * 0.0017305360849763176);
 }
 
 TEST(Stats, RngIsDeterministicAndUniform) {
@@ -237,29 +242,70 @@ std::vector<RequestResult> paired_set() {
   return rs;
 }
 
+// Smallest k with P(K <= k) >= q for K ~ Binomial(n, p): the pmf summed up from k = 0, with
+// pmf(k + 1) = pmf(k)·(n − k)/(k + 1)·p/(1 − p).
+int binomial_quantile(int n, double p, double q) {
+  double pmf = std::pow(1 - p, n), cdf = pmf;
+  int k = 0;
+  for (; cdf < q && k < n; ++k) {
+    pmf *= (n - k) / (k + 1.0) * p / (1 - p);
+    cdf += pmf;
+  }
+  return k;
+}
+
+// The sd of Σ y / Σ x when the pairs (x_i, y_i) are resampled with replacement, by the delta
+// method: sqrt(Σ (y_i − T·x_i)²) / Σ x_i with T = Σ y / Σ x.
+double ratio_bootstrap_sd(const std::vector<double>& x, const std::vector<double>& y) {
+  const double sx = std::accumulate(x.begin(), x.end(), 0.0), t = std::accumulate(y.begin(), y.end(), 0.0) / sx;
+  double ss = 0;
+  for (size_t i = 0; i < x.size(); ++i) ss += std::pow(y[i] - t * x[i], 2);
+  return std::sqrt(ss) / sx;
+}
+
 TEST(Comparison, PairedBootstrapContainsTruthAndIsDeterministic) {
   const auto rs = paired_set();
   const ArmMetrics base = compute_arm_metrics(rs, "base", nan_value());
   const ArmMetrics ears = compute_arm_metrics(rs, "ears", nan_value());
   const Comparison c = compare_arms(rs, "ears", ears, "base", base, 123, 2000);
+  ASSERT_EQ(c.bootstrap_resamples, 2000);
   EXPECT_EQ(c.n_pairs, 200);
   EXPECT_EQ(c.n_scored_pairs, 200);
   EXPECT_NEAR(c.accuracy_delta_pp, 10.0, 1e-9);
   EXPECT_EQ(c.arm_only_correct, 20);
   EXPECT_EQ(c.baseline_only_correct, 0);
   EXPECT_NEAR(c.mcnemar_p, 2.0 / std::pow(2.0, 20), 1e-15);
-  // Paired sd of the delta: sqrt(0.1·0.9/200) = 2.1 pp → half-width ≈ 4.2 pp.
-  const double half = 1.96 * std::sqrt(0.09 / 200) * 100;
   EXPECT_LT(c.accuracy_delta_ci95.lo, 10.0);
   EXPECT_GT(c.accuracy_delta_ci95.hi, 10.0);
-  EXPECT_NEAR(10.0 - c.accuracy_delta_ci95.lo, half, half * 0.35);
-  EXPECT_NEAR(c.accuracy_delta_ci95.hi - 10.0, half, half * 0.35);
-  // Throughput: same tokens, 1.25× less time with ±5 % noise → gain ≈ 25 %.
-  EXPECT_NEAR(c.throughput_gain_pct, 25.0, 1.0);
+  // A resample's delta is exactly 0.5 pp · K, K ~ Binomial(200, 0.1) (each resampled pair is one
+  // of the 20 +100 pp pairs with probability 0.1). lo interpolates order statistics 49 and 50 of
+  // B = 2000 resamples, and the number of resamples <= x is Binomial(B, F(x)). With δ = 0.02: at
+  // q = 0.045 that count has mean >= 90, sd 9.3, 4.2 sd above the 51 needed for lo <= Q(q); at
+  // q = 0.005 the count below Q(q) has mean <= 10, sd 3.2, 12 sd under the 50 needed for lo < Q(q).
+  // So lo is in [Q(0.005), Q(0.045)] = [5, 6.5] pp but for a 4-sd event; hi likewise.
+  auto delta_quantile = [](double q) { return 0.5 * binomial_quantile(200, 0.1, q); };
+  EXPECT_GE(c.accuracy_delta_ci95.lo, delta_quantile(0.025 - 0.02));
+  EXPECT_LE(c.accuracy_delta_ci95.lo, delta_quantile(0.025 + 0.02));
+  EXPECT_GE(c.accuracy_delta_ci95.hi, delta_quantile(0.975 - 0.02));
+  EXPECT_LE(c.accuracy_delta_ci95.hi, delta_quantile(0.975 + 0.02));
+  // Throughput: same tokens, arm latency w_i/1.25 · f_i with w_i the base latency and f_i =
+  // 1 + 0.1·(U − 0.5) (sd σ_f = 0.1/√12) → gain = 100·(1.25/f̄ − 1) with f̄ = Σ w f / Σ w, whose
+  // sd is σ_f·sqrt(Σ w²)/Σ w; the gain's sd is 125× that (0.27 pp), the latency change's 80×.
+  double w_sum = 0, w2_sum = 0;
+  for (int i = 0; i < 200; ++i) w_sum += 1.0 + (i % 7) * 0.25, w2_sum += std::pow(1.0 + (i % 7) * 0.25, 2);
+  const double f_bar_sd = 0.1 / std::sqrt(12.0) * std::sqrt(w2_sum) / w_sum;
+  EXPECT_NEAR(c.throughput_gain_pct, 25.0, 4 * 125 * f_bar_sd);
   EXPECT_LT(c.throughput_gain_ci95.lo, c.throughput_gain_pct);
   EXPECT_GT(c.throughput_gain_ci95.hi, c.throughput_gain_pct);
-  EXPECT_LT(c.throughput_gain_ci95.hi - c.throughput_gain_ci95.lo, 3.0);
-  EXPECT_NEAR(c.latency_change_pct, -20.0, 1.0);
+  // Its interval is 100·(the bootstrap interval of Σ lat_base / Σ lat_arm), 3.92 sd wide, the sd
+  // from the delta method on this data. Each end, a sample quantile of B resamples, has sd
+  // sqrt(0.025·0.975/B)/φ(1.96) = 0.060 sd, so the width has a relative sd of
+  // sqrt(2)·0.060/3.92 = 0.022: 4 sd plus 1 % for the linearisation -> ±10 %.
+  std::vector<double> arm_latency, base_latency;
+  for (const auto& r : rs) (r.arm == "ears" ? arm_latency : base_latency).push_back(r.latency_s);
+  const double expected_width = 100 * 2 * 1.959964 * ratio_bootstrap_sd(arm_latency, base_latency);
+  EXPECT_NEAR(c.throughput_gain_ci95.hi - c.throughput_gain_ci95.lo, expected_width, 0.10 * expected_width);
+  EXPECT_NEAR(c.latency_change_pct, -20.0, 4 * 80 * f_bar_sd);
   EXPECT_LT(c.latency_change_ci95.lo, c.latency_change_pct);
   EXPECT_GT(c.latency_change_ci95.hi, c.latency_change_pct);
   EXPECT_DOUBLE_EQ(c.accept_length_ratio, 3.0);  // τ 3 vs 1
@@ -288,6 +334,104 @@ TEST(Comparison, WallTimePointEstimateCarriesTheInterval) {
   EXPECT_LT(c.throughput_gain_ci95.lo, c.throughput_gain_pct);
   EXPECT_GT(c.throughput_gain_ci95.hi, c.throughput_gain_pct);
   EXPECT_EQ(c.bootstrap_resamples, kDefaultBootstrapResamples);
+}
+
+// `rs` with every result repeated `repeats` times (repeat 0 .. repeats − 1, the same outcome).
+std::vector<RequestResult> repeated(const std::vector<RequestResult>& rs, int repeats) {
+  std::vector<RequestResult> out;
+  for (const auto& r : rs)
+    for (int k = 0; k < repeats; ++k) {
+      out.push_back(r);
+      out.back().repeat = k;
+    }
+  return out;
+}
+
+Comparison ears_vs_base(const std::vector<RequestResult>& rs, int resamples) {
+  return compare_arms(rs, "ears", compute_arm_metrics(rs, "ears", nan_value()), "base",
+                      compute_arm_metrics(rs, "base", nan_value()), 123, resamples);
+}
+
+// The bootstrap resamples requests, all repeats of a request together. Three identical repeats
+// of every request add no information, so the intervals keep their width; resampling the
+// (request, repeat) pairs as if independent would shrink them by 1/√3 = 0.577.
+// Bound: each end of a percentile interval of B = 2000 resamples is a sample quantile with sd
+// sqrt(0.025·0.975/B)/φ(1.96) = 0.060 bootstrap sd; the width (3.92 sd) then has a relative sd
+// <= 2·0.060/3.92 = 0.031 and a ratio of two widths <= √2·0.031 = 0.043, even when the two
+// bootstraps draw independently: 4 sd -> [0.83, 1.17]. (With one seed over the same number of
+// clusters, the cluster bootstrap's ratio is 1 up to rounding.)
+TEST(Comparison, RepeatsOfARequestResampleTogether) {
+  const auto once = paired_set(), thrice = repeated(once, 3);
+  const Comparison c1 = ears_vs_base(once, 2000), c3 = ears_vs_base(thrice, 2000);
+  ASSERT_EQ(c3.n_pairs, 3 * c1.n_pairs);
+  EXPECT_NEAR(c3.throughput_gain_pct, c1.throughput_gain_pct, 1e-9);
+  auto width = [](const Interval& i) { return i.hi - i.lo; };
+  const double throughput = width(c3.throughput_gain_ci95) / width(c1.throughput_gain_ci95);
+  const double latency = width(c3.latency_change_ci95) / width(c1.latency_change_ci95);
+  EXPECT_GT(throughput, 0.83);
+  EXPECT_LT(throughput, 1.17);
+  EXPECT_GT(latency, 0.83);
+  EXPECT_LT(latency, 1.17);
+}
+
+// Pairs are (request, repeat): repeat r of the arm meets repeat r of the baseline. 4 requests ×
+// 3 repeats; the arm is right on repeat 0 only, the baseline on repeats 1 and 2, the outputs
+// equal within a repeat, and the arm's extra repeat 3 of q0 has no partner. Pairing by request
+// alone or with another repeat changes every count below.
+TEST(Comparison, PairsMatchRequestAndRepeat) {
+  std::vector<RequestResult> rs;
+  for (int i = 0; i < 4; ++i)
+    for (int rep = 0; rep < 3; ++rep) {
+      RequestResult b = make_result("base", fmt::format("q{}", i), 0, {1, 1}, 1.0, rep);
+      RequestResult a = make_result("ears", fmt::format("q{}", i), 2, {3}, 0.5, rep);
+      a.has_score = b.has_score = true;
+      a.correct = rep == 0;
+      b.correct = rep != 0;
+      a.text = b.text = fmt::format("answer {}", rep);
+      rs.push_back(b);
+      rs.push_back(a);
+    }
+  RequestResult extra = make_result("ears", "q0", 2, {3}, 0.5, 3);
+  extra.has_score = extra.correct = true;
+  extra.text = "answer 1";
+  rs.push_back(extra);
+  const Comparison c = ears_vs_base(rs, 200);
+  EXPECT_EQ(c.n_pairs, 12);
+  EXPECT_EQ(c.n_scored_pairs, 12);
+  EXPECT_EQ(c.identical_outputs, 12);
+  EXPECT_EQ(c.arm_only_correct, 4);       // repeat 0 of each request
+  EXPECT_EQ(c.baseline_only_correct, 8);  // repeats 1 and 2
+  EXPECT_DOUBLE_EQ(c.accuracy_delta_pp, 100.0 * (4 - 8) / 12);
+  EXPECT_NEAR(c.mcnemar_p, 2.0 * (1 + 12 + 66 + 220 + 495) / 4096, 1e-15);  // 2·P(X <= 4), X ~ Bin(12, 1/2)
+}
+
+// An interval needs at least half of the resamples to give a finite statistic, and is taken
+// over the finite ones. 20 requests: on q0 only the arm drafted and only that pair is scored
+// (the arm right), on q1 only the baseline drafted, on the rest neither. A resample's τ ratio
+// is finite only when it holds q0 and q1: P = 1 − 2·0.95^20 + 0.90^20 = 0.405; its accuracy
+// delta only when it holds q0: P = 1 − 0.95^20 = 0.642, and is then 100 pp. The finite count of
+// B = 2000 resamples is Binomial(B, P): 809 ± 22 and 1283 ± 21, each > 8 sd from B/2 (checked).
+TEST(Comparison, IntervalUndefinedWhenFewerThanHalfTheResamplesAreFinite) {
+  std::vector<RequestResult> rs;
+  for (int i = 0; i < 20; ++i) {
+    const std::string id = fmt::format("q{}", i);
+    RequestResult b = make_result("base", id, 2, i == 1 ? std::vector<int>{1} : std::vector<int>{}, 1.0);
+    RequestResult a = make_result("ears", id, 2, i == 0 ? std::vector<int>{3} : std::vector<int>{}, 1.0);
+    a.has_score = b.has_score = a.correct = (i == 0);
+    rs.push_back(b);
+    rs.push_back(a);
+  }
+  const int B = 2000;
+  for (double p : {1 - 2 * std::pow(0.95, 20) + std::pow(0.9, 20), 1 - std::pow(0.95, 20)})
+    ASSERT_GT(std::abs(B * p - B / 2.0), 8 * std::sqrt(B * p * (1 - p))) << p;
+  const Comparison c = ears_vs_base(rs, B);
+  EXPECT_DOUBLE_EQ(c.accept_length_ratio, 3.0);  // the point estimate is defined ...
+  EXPECT_TRUE(std::isnan(c.accept_length_ratio_ci95.lo));  // ... its interval is not
+  EXPECT_TRUE(std::isnan(c.accept_length_ratio_ci95.hi));
+  EXPECT_EQ(json(c)["accept_length_ratio_ci95"], json::parse("[null, null]"));
+  EXPECT_EQ(c.n_scored_pairs, 1);
+  EXPECT_DOUBLE_EQ(c.accuracy_delta_ci95.lo, 100.0);
+  EXPECT_DOUBLE_EQ(c.accuracy_delta_ci95.hi, 100.0);
 }
 
 }  // namespace
