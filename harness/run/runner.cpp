@@ -110,8 +110,15 @@ void check_checkpoint_dir(const std::string& label, const std::string& key, cons
 }
 
 // What a thread count came from, for check_threads' error: --threads, else the config's key.
+// Where run.threads came from, for its range error: the file, or the --set that replaced it.
+std::string threads_key(const std::string& config_file, const std::vector<std::string>& overrides) {
+  for (const auto& ov : overrides)
+    if (ov.rfind("run.threads=", 0) == 0) return "(from --set) run.threads";
+  return fmt::format("{}: run.threads", config_file);
+}
+
 std::string threads_origin(const RunOptions& o, const std::string& config_file) {
-  return o.threads ? std::string("--threads") : fmt::format("{}: run.threads", config_file);
+  return o.threads ? std::string("--threads") : threads_key(config_file, o.overrides);
 }
 
 // Removes what a fresh run wrote (config.yaml, run_meta.json, an empty results.jsonl, the directory
@@ -502,7 +509,7 @@ int validate_experiment(const std::string& config_file, const std::vector<std::s
   fmt::print("{}", config::to_yaml(spec));
   std::fflush(stdout);
   // The config checks run.threads >= 0 on any machine; the upper bound is this machine's.
-  check_threads(spec.run.threads, fmt::format("{}: run.threads", config_file));
+  check_threads(spec.run.threads, threads_key(config_file, overrides));
   check_checkpoint_dir(config_file, "target.path", spec.target.path, "point target.path at a Hugging Face checkpoint directory");
   if (!fs::exists(fs::path(spec.target.path) / "tokenizer.json"))
     fail("{}: target.path '{}' has no tokenizer.json (the runner encodes the prompts with it); copy the model's "
