@@ -15,8 +15,7 @@ using nlohmann::json;
 std::size_t read_jsonl(const std::string& path, bool skip,
                        const std::function<void(const json&, std::size_t)>& on_record) {
   std::string content = read_file(path);
-  std::string_view rest = content;
-  if (rest.substr(0, 3) == "\xEF\xBB\xBF") rest.remove_prefix(3);  // UTF-8 BOM
+  std::string_view rest = utf8::strip_bom(content);
   std::size_t line_no = 0, records = 0, skipped = 0;
   while (!rest.empty()) {
     auto nl = rest.find('\n');

@@ -225,10 +225,39 @@ TEST(RunnerCli, GateExitCodes) {
     EXPECT_NE(p.err.find("--rules " + bad), std::string::npos) << p.err;
   }
 
+  // A rules file an editor saved with a byte order mark reads as without one (was "'\xEF\xBB\xBFears' is not a
+  // valid arm name").
+  write(rules, "\xEF\xBB\xBF" "ears: acceptance_rate >= 0\n");
+  p = cli({"gate", dir, "--rules", rules.string()});
+  EXPECT_EQ(p.exit_code, 0) << show(p);
+  // --json naming a directory: one line saying so (was "cannot replace the file (Success)").
+  p = cli({"gate", dir, "--check", "ears acceptance_rate >= 0", "--json", env().root.string()});
+  EXPECT_EQ(p.exit_code, 2) << show(p);
+  EXPECT_NE(p.err.find("--json " + env().root.string() + ": is a directory; pass a file path"), std::string::npos) << p.err;
+  EXPECT_EQ(std::count(p.err.begin(), p.err.end(), '\n'), 1) << p.err;
+
   // No rules given: the run's config gates (one of which fails).
   p = cli({"gate", dir});
   EXPECT_EQ(p.exit_code, 1) << show(p);
   EXPECT_NE(p.out.find("config"), std::string::npos);
+}
+
+// `report` of shards of different experiments: refused naming --force, which `report` has (as
+// `merge`): the differences become warnings in the report.
+TEST(RunnerCli, ReportCombinesDifferentExperimentsOnlyWithForce) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path s0 = env().root / "force-s0", s1 = env().root / "force-s1", out = env().root / "force-report";
+  for (const auto& [dir, shard, gamma] : {std::tuple{s0, "0/2", "3"}, std::tuple{s1, "1/2", "2"}}) {
+    Proc p = cli({"run", env().config3.string(), "--set", "dataset.limit=2", "--set", std::string("decoding.gamma=") + gamma,
+                  "--shard", shard, "--out", dir.string(), "--threads", "1", "--quiet"});
+    ASSERT_EQ(p.exit_code, 0) << show(p);
+  }
+  Proc p = cli({"report", s0.string(), s1.string(), "--out", out.string(), "--quiet"});
+  EXPECT_EQ(p.exit_code, 2) << show(p);
+  EXPECT_NE(p.err.find("or pass --force"), std::string::npos) << p.err;
+  p = cli({"report", s0.string(), s1.string(), "--out", out.string(), "--quiet", "--force"});
+  EXPECT_EQ(p.exit_code, 0) << show(p);
+  EXPECT_NE(read_json(out / "report.json")["warnings"].dump().find("--force"), std::string::npos);
 }
 
 TEST(RunnerCli, ReportRerendersAndValidateChecks) {

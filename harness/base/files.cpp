@@ -30,6 +30,7 @@ std::string read_file(const fs::path& path, std::string_view what, std::string_v
 }
 
 void write_file_atomic(const fs::path& path, const std::string& content) {
+  if (fs::is_directory(path)) fail("{}: is a directory, not a file; remove it or write elsewhere", path.string());
   const fs::path tmp = path.string() + fmt::format(".tmp.{}", static_cast<long>(::getpid()));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -41,8 +42,9 @@ void write_file_atomic(const fs::path& path, const std::string& content) {
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) {
+    const std::string reason = ec.message();  // before remove() resets ec ("Success")
     fs::remove(tmp, ec);
-    fail("{}: cannot replace the file ({})", path.string(), ec.message());
+    fail("{}: cannot replace the file ({})", path.string(), reason);
   }
 }
 

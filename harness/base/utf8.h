@@ -14,6 +14,12 @@
 namespace ears::utf8 {
 
 inline constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+inline constexpr std::string_view kBom = "\xEF\xBB\xBF";          // U+FEFF, a byte order mark
+
+// s without a leading byte order mark (some Windows editors start every file with one).
+inline std::string_view strip_bom(std::string_view s) {
+  return s.substr(0, kBom.size()) == kBom ? s.substr(kBom.size()) : s;
+}
 
 // At s[i] (i < n): the length (1-4) of the valid character there; 0 when s[i..n) is a valid but
 // incomplete prefix of a character; -k when the maximal invalid subpart starting at i has k bytes.

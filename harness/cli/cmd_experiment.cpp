@@ -10,6 +10,7 @@
 #include "harness/cli/commands.h"
 #include "harness/base/files.h"
 #include "harness/base/error.h"
+#include "harness/base/utf8.h"
 #include "reports/gate.h"
 #include "harness/run/runner.h"
 #include "reports/markdown.h"
@@ -35,6 +36,7 @@ struct ReportArgs {
   std::vector<std::string> dirs;
   std::string out;
   bool quiet = false;
+  bool force = false;
 };
 
 int run_report(const ReportArgs& a) {
@@ -42,7 +44,8 @@ int run_report(const ReportArgs& a) {
   if (a.out.empty() && a.dirs.size() > 1)
     fail("report: {} run directories are combined into one report; pass --out DIR for it", a.dirs.size());
   const fs::path out = a.out.empty() ? fs::path(a.dirs.front()) : fs::path(a.out);
-  const Report report = report_from_run_dirs(as_paths(a.dirs));
+  const Report report =
+      report_from_run_dirs(as_paths(a.dirs), kDefaultBootstrapSeed, kDefaultBootstrapResamples, a.force);
   write_report_files(report, out);
   if (!a.quiet) fmt::print("{}\n", runner::report_summary(render_markdown(report)));
   fmt::print("Report written to {}{}\n", out.string(), report.partial ? " (PARTIAL)" : "");
@@ -95,7 +98,8 @@ int run_gate(const GateArgs& a) {
   if (!a.rules.empty()) {
     if (!fs::is_regular_file(a.rules))
       fail("--rules {}: not a readable file; pass a file with one rule per line ('ARM: METRIC OP VALUE')", a.rules);
-    auto more = parse_gate_rules_file(read_file(a.rules, "the gate rules"), a.rules);
+    const std::string text = read_file(a.rules, "the gate rules");
+    auto more = parse_gate_rules_file(std::string(utf8::strip_bom(text)), a.rules);
     if (more.empty())
       fail("--rules {}: the file holds no rule (only blank lines or comments); add 'ARM: METRIC OP VALUE' lines",
            a.rules);
@@ -114,6 +118,8 @@ int run_gate(const GateArgs& a) {
   const bool partial_fails = report.partial && !a.allow_partial;
   if (partial_fails) result.all_passed = false;
   const fs::path out = a.json_out.empty() ? fs::path(a.dir) / "gate.json" : fs::path(a.json_out);
+  if (!a.json_out.empty() && fs::is_directory(out))
+    fail("--json {}: is a directory; pass a file path, e.g. {}", out.string(), (out / "gate.json").string());
   write_gate_json(result, out, report.partial);
   fmt::print("Gate of {} ({} check(s) from {}):\n{}", a.dir, result.outcomes.size(), origin, gate_table(result));
   if (partial_fails)
@@ -163,6 +169,7 @@ void add_report_command(CLI::App& app, int& exit_code) {
   sub->add_option("run_dirs", a->dirs, "Run directories")->required();
   sub->add_option("--out", a->out, "Where to write the report (default: the run directory; required for several)");
   sub->add_flag("--quiet", a->quiet, "Do not print the report table");
+  sub->add_flag("--force", a->force, "Combine runs whose config, models or dataset differ (recorded in the report)");
   sub->callback([a, &exit_code] { exit_code = run_report(*a); });
 }
 
