@@ -142,6 +142,9 @@ std::vector<Case> catalogue(const Paths& P) {
   yaml_case("top-p-above-1", "`top_p: 1.5`", "top_p: 1.0", "top_p: 1.5", "top_p");
   yaml_case("max-new-tokens-0", "`max_new_tokens: 0`", "max_new_tokens: 4", "max_new_tokens: 0", "max_new_tokens");
   yaml_case("unknown-verifier", "`type: fancy`", "type: baseline", "type: fancy", "fancy");
+  // It names the run directory: 100000 characters passed validate, then `run` failed on the file system.
+  yaml_case("name-too-long", "`name:` of 100000 characters", "name: catalogue", "name: " + std::string(100000, 'n'),
+            "name: 100000 characters is too long");
 
   // ---- checkpoints and tokenizer (found when `run` loads the models) ----
   auto run_case = [&](std::string id, std::string group, std::string what,

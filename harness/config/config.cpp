@@ -171,9 +171,15 @@ void read_gates(const At& at, ExperimentSpec& s) {
 
 // ---------------------------------------------------------------- the top level
 
-// The name: given (checked), or the file's stem made valid.
+// The name: given (checked), or the file's stem made valid. It names the run directory,
+// runs/<name>-<timestamp>, which must fit a file name (255 bytes on most file systems).
+constexpr size_t kMaxNameLength = 200;
+
 std::string read_name(const At& a) {
   std::string name = as_string(a.c, a.node, a.path);
+  if (name.size() > kMaxNameLength)
+    a.fail(fmt::format("{} characters is too long", name.size()),
+           fmt::format("use at most {} (it names the output directory)", kMaxNameLength));
   if (!valid_name(name))
     a.fail(fmt::format("'{}' is not a valid experiment name", name), "use letters, digits, '.', '_' and '-' only (it names the output directory)");
   return name;
