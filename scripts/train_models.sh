@@ -10,10 +10,11 @@ threads=${THREADS:-2}
 [ -x "$bin" ] || { echo "train_models.sh: $bin not found; run 'make build' first" >&2; exit 2; }
 mkdir -p "$out"
 start=$(date +%s)
-"$bin" train tokenizer --out "$out/tiny-qwen3"
-"$bin" train target --out "$out/tiny-qwen3" --steps 3000 --minutes 39 --natural-fraction 0.1 \
+# --force: an existing pair is replaced (steps 4 and 5 continue their own --init in place).
+"$bin" train tokenizer --out "$out/tiny-qwen3" --force
+"$bin" train target --out "$out/tiny-qwen3" --force --steps 3000 --minutes 39 --natural-fraction 0.1 \
   --seed 0 --threads "$threads" --eval-n 200
-"$bin" train eagle3 --target "$out/tiny-qwen3" --out "$out/tiny-eagle3" --steps 1200 --minutes 15 \
+"$bin" train eagle3 --target "$out/tiny-qwen3" --out "$out/tiny-eagle3" --force --steps 1200 --minutes 15 \
   --seed 0 --threads "$threads" --eval-n 100
 # The head continued on the target's own greedy answers (self-distillation), unrolled over 5 steps
 # (the chain's gamma) instead of 3; its train_log.json keeps the first stage's log.

@@ -305,6 +305,95 @@ TEST(Cli, ThreadsOutOfRangeIsOneLineError) {
   }
 }
 
+// An option outside its range is one line naming it, exit 2, while the command line is parsed:
+// before any model loads or training starts (each was a raw LibTorch error, an internal message
+// after minutes of work, or silently clamped or ignored).
+TEST(Cli, OptionRangesAreOneLineErrorsBeforeAnyWork) {
+  const fs::path models = ears::test::source_dir() / "models";
+  const std::string target = (models / "tiny-qwen3").string(), draft = (models / "tiny-eagle3").string();
+  const fs::path out = ears::test::temp_dir("option-ranges");
+  const std::string gen = "generate --target " + target + " --draft " + draft + " --ids '1 2' --max-new-tokens 2";
+  const std::string fwd = "forward --model " + target + " --ids '1 2'";
+  const std::string train = "train target --out " + (out / "t").string() + " --steps 1";
+  const std::string head = "train eagle3 --target " + target + " --out " + (out / "h").string() + " --steps 1";
+  // (command, what the line must name)
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      // --gamma: 1 .. the config's kMaxGamma (16) for every command that drafts.
+      {gen + " --gamma 100000", "--gamma: 100000 is out of range; --gamma must be >= 1 and <= 16"},
+      {gen + " --gamma 0", "--gamma: 0 is out of range"},
+      {"bench e2e --quick --target " + target + " --draft " + draft + " --gamma 17", "--gamma: 17 is out of range"},
+      {"bench forward --quick --gamma 0", "--gamma: 0 is out of range; --gamma must be >= 1"},  // a width, no cap
+      {"bench verify --quick --gamma 0", "--gamma: 0"},
+      {fwd + " --draft " + draft + " --gamma -2", "--gamma: -2 is out of range"},
+      {fwd + " --gamma 3", "--gamma: sets the draft chain's length, and there is no draft"},
+      {head + " --eval-n 1 --eval-gamma 0", "--eval-gamma: 0 is out of range"},
+      {fwd + " --last 0", "--last: 0 is out of range; --last must be >= 1"},
+      {fwd + " --last -5", "--last: -5"},
+      // env: --device / --dtype describe how --model loads; without it they did nothing.
+      {"env --device tpu", "--device: applies to the checkpoint of --model"},
+      {"env --dtype float16", "--dtype: applies to the checkpoint of --model"},
+      {"bench bandwidth --quick --repeats -1", "--repeats: -1 is out of range; --repeats must be >= 0"},
+      {"bench linear --quick --repeats -1", "--repeats: -1"},
+      {"bench forward --quick --repeats -1", "--repeats: -1"},
+      // The cache would run past the model's 1024 positions (100000 ran for minutes).
+      {"bench forward --quick --dtype float32 --batch 1 --model " + target + " --context 2000",
+       "--context: 2000 positions plus a verify step's 6 exceed tiny-qwen3's context length of 1024"},
+      {"bench forward --quick --dtype float32 --batch 1 --model " + target + " --context 100000", "--context 1018 or less"},
+      // train: every schedule and shape value, before the output directory is made.
+      {train + " --lr nan", "--lr: nan is out of range; --lr must be > 0"},
+      {train + " --lr -1", "--lr: -1"},
+      {train + " --steps 0", "--steps: 0 is out of range; --steps must be >= 1"},
+      {train + " --steps -1", "--steps: -1"},
+      {train + " --batch 0", "--batch: 0"},
+      {train + " --seq-len 0", "--seq-len: 0"},
+      {train + " --layers 0", "--layers: 0"},
+      {train + " --head-dim 0", "--head-dim: 0"},
+      {train + " --hidden -1", "--hidden: -1"},
+      {train + " --heads 3 --kv-heads 2", "--heads: 3 is not a multiple of --kv-heads 2"},
+      {train + " --head-dim 3", "--head-dim: 3 is odd"},
+      {train + " --synth-n -1", "--synth-n: -1 is out of range; --synth-n must be >= 1"},
+      {head + " --synth-n 0", "--synth-n: 0"},
+      {train + " --natural-fraction 2", "--natural-fraction: 2 is out of range; --natural-fraction must be >= 0 and <= 1"},
+      {train + " --warmup -5", "--warmup: -5"},
+      {train + " --clip -1", "--clip: -1 is out of range; --clip must be > 0"},
+      {train + " --min-lr-ratio -1", "--min-lr-ratio: -1"},
+      {train + " --log-every 0", "--log-every: 0"},
+      {train + " --minutes -1", "--minutes: -1"},
+      {train + " --eval-n -1", "--eval-n: -1"},
+      {train + " --dtype float16", "--dtype: 'float16' is not allowed here; use one of: bfloat16, float32"},
+      {head + " --heads 4 --kv-heads 3", "--heads: 4 is not a multiple of --kv-heads 3"},
+      {head + " --natural-fraction -0.5", "--natural-fraction: -0.5"},
+  };
+  for (const auto& [cmd, expect] : cases) {
+    SCOPED_TRACE(cmd);
+    const auto r = run_ears(cmd);
+    expect_one_line_error(r, expect);
+  }
+  EXPECT_FALSE(fs::exists(out / "t")) << "nothing is written before the checks";
+  EXPECT_FALSE(fs::exists(out / "h")) << "nothing is written before the checks";
+  // The edges are fine: --last 1 and the largest --gamma.
+  const auto r = run_ears(fwd + " --last 1 --draft " + draft + " --gamma 16 --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["draft"]["chain_target_ids"].size(), 16u);
+}
+
+// A trained model (or tokenizer) in --out is replaced only with --force (or --init naming --out:
+// continued training in place); it was silently overwritten.
+TEST(Cli, TrainRefusesToOverwriteATrainedModel) {
+  const fs::path models = ears::test::source_dir() / "models";
+  const fs::path out = ears::test::temp_dir("train-overwrite");
+  std::ofstream(out / "model.safetensors") << "x";
+  std::ofstream(out / "tokenizer.json") << "{}";
+  const std::string o = " --out " + out.string();
+  expect_one_line_error(run_ears("train target" + o), "already holds a trained model.safetensors; pass --force");
+  expect_one_line_error(run_ears("train eagle3 --target " + (models / "tiny-qwen3").string() + o),
+                        "already holds a trained model.safetensors; pass --force");
+  expect_one_line_error(run_ears("train tokenizer" + o), "already holds a trained tokenizer.json; pass --force");
+  EXPECT_EQ(ears::test::read_file(out / "model.safetensors"), "x") << "untouched";
+  // --force goes past the check (to the next one: --threads, checked when training starts).
+  expect_one_line_error(run_ears("train target --force --threads 10000" + o), "--threads");
+}
+
 // `ears-bench env --json`: what runs here (harness/run/environment.h).
 TEST(Cli, EnvJsonHasTheFacts) {
   const auto r = run_ears("env --json --threads 1");

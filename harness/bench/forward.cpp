@@ -45,7 +45,6 @@ ForwardPlan forward_plan(const ForwardBenchArgs& a, const BenchCommon& c) {
   if (p.batches.empty()) p.batches = c.quick ? std::vector<int>{1, 2} : std::vector<int>{1, 4, 16};
   for (int b : p.batches)
     if (b < 1) fail("--batch: batch sizes must be >= 1 (got {})", b);
-  if (a.gamma < 1) fail("--gamma must be >= 1 (got {})", a.gamma);
   if (a.context < 1) fail("--context must be >= 1 (got {})", a.context);
   if (a.phases && c.device != "cpu")
     fail("--phases: clocks phases on the CPU only (GPU kernels return before they finish); drop --phases or use "
@@ -54,6 +53,16 @@ ForwardPlan forward_plan(const ForwardBenchArgs& a, const BenchCommon& c) {
   p.repeats = c.repeats > 0 ? c.repeats : (c.quick ? 2 : 15);
   p.warmup = c.quick ? 1 : 3;
   return p;
+}
+
+// The cache holds --context positions plus a verify step's γ+1: within the model's context length
+// (a longer one ran far past it, for minutes at --context 100000).
+void check_context(const ForwardBenchArgs& a, const ModelConfig& cfg, const std::string& label) {
+  const int64_t max = cfg.max_position_embeddings;
+  if (max > 0 && a.context + a.gamma + 1 > max)
+    fail("--context: {} positions plus a verify step's {} exceed {}'s context length of {} (max_position_embeddings); "
+         "pass --context {} or less",
+         a.context, a.gamma + 1, label, max, max - a.gamma - 1);
 }
 
 // A model as it runs on one kernel path (a model keeps the weight layout of the path it was
@@ -176,6 +185,7 @@ void time_dtype(const ForwardBenchArgs& a, const ForwardPlan& plan, const fs::pa
                                                     cfg.vocab_size)
                                       : fs::path(a.model).lexically_normal().filename().string();
   if (label.empty()) label = fs::path(a.model).lexically_normal().parent_path().filename().string();
+  check_context(a, cfg, label);
   std::map<std::pair<size_t, int>, KVCache> caches;  // (path, batch) -> cache holding the context
   std::vector<Shape> shapes;
   for (int B : plan.batches)

@@ -1,6 +1,11 @@
 // Small parsers for command-line values shared by the subcommands.
 #pragma once
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
@@ -8,6 +13,8 @@
 #include <vector>
 
 #include "harness/base/error.h"
+#include "harness/base/strings.h"
+#include "harness/config/config.h"
 
 namespace ears {
 
@@ -33,5 +40,53 @@ inline std::vector<int64_t> parse_int_list(const std::string& text, const std::s
   }
   return out;
 }
+
+// ---- checks run while CLI11 parses, before any command starts ----
+// Each throws ears::Error from the option's CLI11 validator, so that a bad value is one line naming
+// the option, "--steps: 0 is out of range; --steps must be >= 1" (exit 2), however CLI11 prints its
+// own errors. A value CLI11 cannot convert is left to CLI11's conversion error.
+
+// A finite number in [lo, hi] (hi = infinity: no upper bound).
+inline CLI::Option* in_range(CLI::Option* opt, double lo, double hi = std::numeric_limits<double>::infinity()) {
+  const std::string flag = opt->get_name();
+  const std::string rule = std::isinf(hi) ? fmt::format("{} must be >= {}", flag, lo)
+                                          : fmt::format("{} must be >= {} and <= {}", flag, lo, hi);
+  return opt->check(CLI::Validator(
+      [flag, rule, lo, hi](std::string& text) {
+        double v = 0;
+        if (CLI::detail::lexical_cast(text, v) && !(std::isfinite(v) && v >= lo && v <= hi))
+          fail("{}: {} is out of range; {}", flag, text, rule);
+        return std::string();
+      },
+      ""));
+}
+
+// A finite number > 0 (learning rates, clipping norms).
+inline CLI::Option* positive(CLI::Option* opt) {
+  const std::string flag = opt->get_name();
+  return opt->check(CLI::Validator(
+      [flag](std::string& text) {
+        double v = 0;
+        if (CLI::detail::lexical_cast(text, v) && !(std::isfinite(v) && v > 0))
+          fail("{}: {} is out of range; {} must be > 0", flag, text, flag);
+        return std::string();
+      },
+      ""));
+}
+
+// One of `allowed` (a narrower list than the help of a shared option would suggest).
+inline CLI::Option* one_of(CLI::Option* opt, std::initializer_list<std::string_view> allowed) {
+  const std::string flag = opt->get_name(), names = join(allowed, ", ");
+  const std::vector<std::string> ok(allowed.begin(), allowed.end());
+  return opt->check(CLI::Validator(
+      [flag, names, ok](std::string& text) {
+        if (!contains(ok, text)) fail("{}: '{}' is not allowed here; use one of: {}", flag, text, names);
+        return std::string();
+      },
+      ""));
+}
+
+// --gamma (draft tokens per step) of every command: the range of a config's decoding.gamma.
+inline CLI::Option* gamma_range(CLI::Option* opt) { return in_range(opt, 1, config::kMaxGamma); }
 
 }  // namespace ears

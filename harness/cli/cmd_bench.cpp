@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "harness/bench/bench.h"
+#include "harness/cli/args.h"
 #include "harness/cli/commands.h"
 
 namespace ears {
@@ -15,8 +16,8 @@ namespace {
 void add_common(CLI::App* sub, CommonOptions& common, BenchCommon& bc) {
   sub->add_flag("--json", common.json, "Print one JSON object instead of Markdown");
   sub->add_option("--threads", common.threads, threads_help());
-  sub->add_option("--repeats", bc.repeats, "Timed repeats per measurement (0 = the command's default)")
-      ->capture_default_str();
+  auto* repeats = sub->add_option("--repeats", bc.repeats, "Timed repeats per measurement (0 = the command's default)");
+  in_range(repeats->capture_default_str(), 0);
   sub->add_flag("--quick", bc.quick, "Tiny sizes and repeats (smoke test; numbers are not meaningful)");
   sub->add_option("--device", bc.device, "cpu | cuda | cuda:N")->capture_default_str();
 }
@@ -54,8 +55,13 @@ void add_forward_command(CLI::App* bench, CommonOptions& common, const std::shar
       ->check(CLI::NonNegativeNumber);
   add_dtype_list(sub, args->dtypes);
   sub->add_option("--batch", args->batches, "Batch sizes, e.g. 1,4,16")->delimiter(',');
-  sub->add_option("--gamma", args->gamma, "Draft tokens per step (a verify forward scores γ+1)")->capture_default_str();
-  sub->add_option("--context", args->context, "Positions already in the KV cache")->capture_default_str();
+  // Only a forward's width here, not a draft: not capped at the config's gamma (docs/performance-log.md times a
+  // 78-token prefill as --gamma 77 --context 1); the model's context length bounds it (forward.cpp).
+  in_range(sub->add_option("--gamma", args->gamma, "Draft tokens per step (a verify forward scores γ+1)")
+               ->capture_default_str(),
+           1);
+  sub->add_option("--context", args->context, "Positions already in the KV cache (up to the model's context length)")
+      ->capture_default_str();
   sub->add_flag("--compare-kernels", args->compare_kernels,
                 "On a CPU kernel path: also time the plain-ATen path, side by side");
   sub->add_flag("--phases", args->phases,
@@ -88,7 +94,7 @@ void add_verify_command(CLI::App* bench, CommonOptions& common, const std::share
   add_common(sub, common, *bc);
   sub->add_option("--vocab", args->vocab, "Vocabulary size (ignored with --quick)")->capture_default_str();
   sub->add_option("--batch", args->batches, "Batch sizes, e.g. 1,32")->delimiter(',');
-  sub->add_option("--gamma", args->gamma, "Draft tokens per step")->capture_default_str();
+  gamma_range(sub->add_option("--gamma", args->gamma, "Draft tokens per step")->capture_default_str());
   sub->add_option("--temperature", args->temperature, "Sampling temperature for process_logits")->capture_default_str();
   sub->add_option("--beta", args->beta, "EARS beta")->capture_default_str();
   sub->add_option("--dtype", args->dtype, "dtype of the reference target forward")->capture_default_str();
@@ -111,7 +117,7 @@ void add_e2e_command(CLI::App* bench, CommonOptions& common, const std::shared_p
   sub->add_option("--dtype", args->dtype, "auto | bfloat16 | float32 | float16")->capture_default_str();
   sub->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids (default: synth-gsm test problem 0 as a chat prompt, or 32 pseudo-random ids without a tokenizer)");
   sub->add_option("--temperature", args->temperatures, "Temperatures, e.g. 0,0.9 (default: 0 and 0.9)")->delimiter(',');
-  sub->add_option("--gamma", args->gamma, "Draft tokens per step")->capture_default_str();
+  gamma_range(sub->add_option("--gamma", args->gamma, "Draft tokens per step")->capture_default_str());
   sub->add_option("--max-new-tokens", args->max_new_tokens)->capture_default_str();
   sub->add_option("--beta", args->beta, "EARS beta")->capture_default_str();
   sub->add_option("--seed", args->seed, "Run seed")->capture_default_str();

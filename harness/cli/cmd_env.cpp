@@ -9,6 +9,7 @@
 
 #include "decoders/model.h"
 #include "decoders/runtime.h"
+#include "harness/base/error.h"
 #include "harness/cli/commands.h"
 #include "harness/run/environment.h"
 
@@ -59,9 +60,17 @@ void add_env_command(CLI::App& app, CommonOptions& common, int& exit_code) {
   sub->add_flag("--json", common.json, "Print one JSON object");
   sub->add_option("--threads", common.threads, threads_help());
   sub->add_option("--model", args->model, "Also load this checkpoint: its compute / weight / checkpoint dtype and kernel path");
-  sub->add_option("--dtype", args->dtype, "With --model: auto|float32|bfloat16|float16")->capture_default_str();
-  sub->add_option("--device", args->device, "With --model: cpu | cuda | cuda:N")->capture_default_str();
-  sub->callback([args, &common, &exit_code] { exit_code = run_env(*args, common); });
+  auto* dtype =
+      sub->add_option("--dtype", args->dtype, "With --model: auto|float32|bfloat16|float16")->capture_default_str();
+  auto* device = sub->add_option("--device", args->device, "With --model: cpu | cuda | cuda:N")->capture_default_str();
+  sub->callback([args, dtype, device, &common, &exit_code] {
+    // They say how --model's checkpoint would load; alone they would be silently ignored.
+    for (const CLI::Option* o : {dtype, device})
+      if (o->count() > 0 && args->model.empty())
+        fail("{}: applies to the checkpoint of --model, and there is none; add --model DIR or drop {}", o->get_name(),
+             o->get_name());
+    exit_code = run_env(*args, common);
+  });
 }
 
 }  // namespace ears

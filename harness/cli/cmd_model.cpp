@@ -69,7 +69,7 @@ int run_forward(const ForwardArgs& a, CommonOptions& common) {
   for (int32_t id : ids)
     if (id >= V) fail("--ids: token id {} is outside the model's vocabulary of {} ids", id, V);
   const int64_t L = static_cast<int64_t>(ids.size());
-  const int64_t K = std::clamp<int64_t>(a.last, 1, L);
+  const int64_t K = std::min<int64_t>(a.last, L);  // --last >= 1 (checked while parsing)
   at::Tensor input = at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong).to(model.device()).view({1, L});
   ForwardOptions opt;
   opt.aux_layers = a.aux;
@@ -233,14 +233,19 @@ void add_forward_command(CLI::App& app, CommonOptions& common, int& exit_code) {
   auto* sub = app.add_subcommand("forward", "Print a checkpoint's logits for given token ids (compare with transformers)");
   sub->add_option("--model", args->model, "Hugging Face checkpoint directory")->required();
   sub->add_option("--ids", args->ids, "Token ids, e.g. \"1 2 3\"")->required();
-  sub->add_option("--last", args->last, "Print logits of the last K positions")->capture_default_str();
+  in_range(sub->add_option("--last", args->last, "Print logits of the last K positions")->capture_default_str(), 1);
   sub->add_option("--dtype", args->dtype, "Compute dtype: auto|float32|bfloat16|float16")->capture_default_str();
   sub->add_option("--device", args->device, "cpu | cuda | cuda:N")->capture_default_str();
   sub->add_option("--aux", args->aux, "Also print hidden states entering these layers (HF hidden_states ids)");
   sub->add_option("--draft", args->draft, "EAGLE-3 draft directory: adds draft.logits_last and draft.chain_target_ids");
-  sub->add_option("--gamma", args->gamma, "Greedy draft chain length with --draft")->capture_default_str();
+  auto* gamma = gamma_range(
+      sub->add_option("--gamma", args->gamma, "Greedy draft chain length with --draft")->capture_default_str());
   add_threads(sub, common);
-  sub->callback([args, &common, &exit_code] { exit_code = run_forward(*args, common); });
+  sub->callback([args, gamma, &common, &exit_code] {
+    if (gamma->count() > 0 && args->draft.empty())
+      fail("--gamma: sets the draft chain's length, and there is no draft; add --draft DIR or drop --gamma");
+    exit_code = run_forward(*args, common);
+  });
 }
 
 // `ears-bench tokenize`
@@ -287,7 +292,7 @@ void add_generate_command(CLI::App& app, CommonOptions& common, int& exit_code) 
   sub->add_option("--verifier", args->decoding.verifier, "baseline | ears | typical | greedy")->capture_default_str();
   sub->add_option("--beta", args->decoding.beta, "EARS beta")->capture_default_str();
   sub->add_option("--uncertainty", args->decoding.uncertainty, "EARS uncertainty: max_prob | entropy")->capture_default_str();
-  sub->add_option("--gamma", args->decoding.gamma, "Draft tokens per step")->capture_default_str();
+  gamma_range(sub->add_option("--gamma", args->decoding.gamma, "Draft tokens per step")->capture_default_str());
   sub->add_flag("--json", common.json, "Print {ids, text, stats} as JSON");
   add_threads(sub, common);
   sub->callback([args, prompt, ids, sub, &common, &exit_code] {
