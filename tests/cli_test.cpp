@@ -60,6 +60,10 @@ TEST(Cli, CommandLineMistakesGiveOneLineErrors) {
   expect_one_line_error(run_ears("bench"), "(commands: bandwidth, forward,");
   expect_one_line_error(run_ears("bench forward --nope"), "see 'ears-bench bench forward --help'");
   EXPECT_EQ(run_ears("--version").exit_code, 0);
+  // Bytes that are not UTF-8, echoed from a file name or a corrupt file, print as U+FFFD.
+  const auto r = run_ears("validate '/nonexistent/\xff.yaml'");
+  expect_one_line_error(r, "/nonexistent/\xEF\xBF\xBD.yaml");
+  EXPECT_EQ(r.err.find('\xff'), std::string::npos) << r.err;
 }
 
 TEST(Cli, ForwardMatchesFixtureLogits) {

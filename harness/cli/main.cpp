@@ -13,11 +13,13 @@
 #include "harness/run/environment.h"
 #include "harness/base/error.h"
 #include "harness/base/strings.h"
+#include "harness/base/utf8.h"
 
 namespace {
 
-// First line of a message: user-facing errors are one line, never a backtrace.
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+// First line of a message: user-facing errors are one line, never a backtrace; bytes that are
+// not UTF-8 (echoed from a corrupt file or argument) become U+FFFD, never raw on the terminal.
+std::string first_line(const std::string& s) { return ears::utf8::sanitize(s.substr(0, s.find('\n'))); }
 
 // A command-line mistake CLI11 found (unknown option, missing argument, bad number): one line
 // naming the command, pointing at its --help, exit 2. --help and --version print and exit 0.
