@@ -235,7 +235,9 @@ TEST(Cli, GenerateRejectsBadOptions) {
   const std::string t = " --target " + (shared_dir() / "fixtures/qwen3-tiny").string() + " --ids '1 2'";
   expect_one_line_error(run_ears("generate" + t + " --temperature -1"), "temperature");
   expect_one_line_error(run_ears("generate" + t + " --top-p 0"), "top_p");
-  expect_one_line_error(run_ears("generate" + t + " --verifier fancy"), "fancy");
+  expect_one_line_error(run_ears("generate" + t + " --draft " + (shared_dir() / "fixtures/eagle3-tiny").string() +
+                                 " --verifier fancy"),
+                        "fancy");
   expect_one_line_error(run_ears("generate" + t + " --max-new-tokens 0"), "max_new_tokens");
   expect_one_line_error(run_ears("generate" + t + " --max-new-tokens 100000"), "context");
   expect_one_line_error(run_ears("generate" + t + " --draft /nonexistent"), "/nonexistent");
@@ -330,6 +332,12 @@ TEST(Cli, OptionRangesAreOneLineErrorsBeforeAnyWork) {
       {"bench verify --quick --gamma 0", "--gamma: 0"},
       {fwd + " --draft " + draft + " --gamma -2", "--gamma: -2 is out of range"},
       {fwd + " --gamma 3", "--gamma: sets the draft chain's length, and there is no draft"},
+      // generate: what would be silently unread is refused.
+      {"generate --target " + target + " --ids '1 2' --gamma 3", "--gamma: applies to speculative decoding"},
+      {"generate --target " + target + " --ids '1 2' --verifier ears", "--verifier: applies to speculative decoding"},
+      {gen + " --draft-kind none", "--draft-kind none decodes with the target alone"},
+      {"generate --target " + target + " --ids '1 2' --chat", "--chat requires --prompt"},
+      {"generate --target " + target + " --prompt hi --thinking", "--thinking requires --chat"},
       {head + " --eval-n 1 --eval-gamma 0", "--eval-gamma: 0 is out of range"},
       {fwd + " --last 0", "--last: 0 is out of range; --last must be >= 1"},
       {fwd + " --last -5", "--last: -5"},

@@ -267,6 +267,18 @@ void add_tokenize_command(CLI::App& app, CommonOptions& common, int& exit_code) 
 }
 
 // `ears-bench generate`
+// Options that only a speculative decode reads are refused when the target decodes alone, and a
+// draft directory when --draft-kind none would leave it unread.
+void check_speculative_options(const CLI::App& sub, const ModelSetup& setup) {
+  if (setup.draft_kind != "none") return;
+  if (!setup.draft_path.empty())
+    fail("--draft {}: --draft-kind none decodes with the target alone; drop one of them", setup.draft_path);
+  for (const char* flag : {"--gamma", "--verifier", "--beta", "--uncertainty", "--draft-sampling", "--aux-layer-convention"})
+    if (sub.get_option(flag)->count() > 0)
+      fail("{}: applies to speculative decoding, and this decodes with the target alone; add --draft DIR or drop {}", flag,
+           flag);
+}
+
 void add_generate_command(CLI::App& app, CommonOptions& common, int& exit_code) {
   auto args = std::make_shared<GenerateArgs>();
   auto* sub = app.add_subcommand("generate", "Generate text with the target alone or speculatively with a draft");
@@ -275,8 +287,9 @@ void add_generate_command(CLI::App& app, CommonOptions& common, int& exit_code) 
   auto* prompt = sub->add_option("--prompt", args->prompt, "Prompt text");
   auto* ids = sub->add_option("--ids", args->ids, "Prompt token ids");
   prompt->excludes(ids);
-  sub->add_flag("--chat", args->chat, "Wrap the prompt in the Qwen3 chat template (one user turn)");
-  sub->add_flag("--thinking", args->thinking, "With --chat: leave thinking on (default off)");
+  auto* chat = sub->add_flag("--chat", args->chat, "Wrap the prompt in the Qwen3 chat template (one user turn)");
+  chat->needs(prompt);
+  sub->add_flag("--thinking", args->thinking, "With --chat: leave thinking on (default off)")->needs(chat);
   sub->add_option("--temperature", args->decoding.temperature, "0 = greedy")->capture_default_str();
   sub->add_option("--top-k", args->decoding.top_k, "0 = off")->capture_default_str();
   sub->add_option("--top-p", args->decoding.top_p, "1 = off")->capture_default_str();
@@ -300,6 +313,7 @@ void add_generate_command(CLI::App& app, CommonOptions& common, int& exit_code) 
     if (!args->has_prompt && ids->count() == 0) fail("generate: pass --prompt TEXT or --ids \"...\"");
     if (sub->get_option("--draft-kind")->count() == 0)
       args->setup.draft_kind = args->setup.draft_path.empty() ? "none" : "eagle3";
+    check_speculative_options(*sub, args->setup);
     exit_code = run_generate(*args, common);
   });
 }
