@@ -298,11 +298,8 @@ ExperimentSpec parse_experiment(const std::string& yaml_text, const std::string&
   Node doc;
   check_yaml_text(yaml_text, file_label);
   try {
-    const std::vector<Node> docs = YAML::LoadAll(yaml_text);
-    if (docs.size() > 1)  // yaml-cpp would read the first one and drop the rest unseen
-      fail_at(c, docs[1], "(document)", "a second YAML document (after '---'); one experiment per file",
-              "remove the '---' line, or split the experiments into files");
-    if (!docs.empty()) doc = docs.front();
+    doc = YAML::Load(yaml_text);
+    if (doc.IsDefined() && !doc.IsNull()) check_single_document(yaml_text, file_label);
   } catch (const YAML::Exception& e) {
     throw Error(fmt::format("{}:{}:{}: (yaml): syntax error: {}; fix the YAML here (indentation, ':' after keys, closing brackets and quotes)",
                             file_label, e.mark.line + 1, e.mark.column + 1, e.msg));

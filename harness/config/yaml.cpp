@@ -2,6 +2,11 @@
 // expansion, marks). See config_yaml.h.
 #include "harness/config/yaml.h"
 
+#include <yaml-cpp/eventhandler.h>
+
+#include <sstream>
+#include <vector>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -73,6 +78,35 @@ std::string as_string(const Ctx& c, const Node& n, const std::string& path) {
 // A YAML stream is printable Unicode: invalid UTF-8 or a C0 control character other than tab /
 // LF / CR is an error at its line and column (yaml-cpp accepts some of them and then emits YAML
 // it cannot read back; found by fuzz_config).
+namespace {
+// Parser events, ignored but for where each document starts.
+struct DocumentStarts : YAML::EventHandler {
+  std::vector<YAML::Mark> starts;
+  void OnDocumentStart(const YAML::Mark& mark) override { starts.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+}  // namespace
+
+void check_single_document(const std::string& text, const std::string& label) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStarts events;
+  for (int docs = 0; docs < 2 && parser.HandleNextDocument(events); ++docs) {
+  }
+  if (events.starts.size() < 2) return;
+  const YAML::Mark& m = events.starts[1];
+  throw Error(fmt::format("{}:{}:{}: (document): a second YAML document (after '---'); one experiment per file; remove "
+                          "the '---' line, or split the experiments into files",
+                          label, m.line + 1, m.column + 1));
+}
+
 void check_yaml_text(const std::string& text, const std::string& label) {
   int line = 1, col = 1;
   for (size_t i = 0; i < text.size();) {

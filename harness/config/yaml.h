@@ -33,6 +33,9 @@ std::string leaf_of(std::string_view path);  // "draft.aux_layers.1" -> "aux_lay
 
 // Rejects invalid UTF-8 and C0 controls other than tab / LF / CR at their line and column.
 void check_yaml_text(const std::string& text, const std::string& label);
+// Rejects a second YAML document (after '---' or '...') at its line and column: YAML::Load reads
+// the first and drops the rest unseen. (Not YAML::LoadAll: it loops forever on the text ",".)
+void check_single_document(const std::string& text, const std::string& label);
 
 // ---- typed scalar readers: the value or a located error ----
 using Aliases = std::span<const std::pair<std::string_view, std::string_view>>;  // lower-case alias -> value
