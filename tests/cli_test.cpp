@@ -332,6 +332,8 @@ TEST(Cli, OptionRangesAreOneLineErrorsBeforeAnyWork) {
       {"bench verify --quick --gamma 0", "--gamma: 0"},
       {fwd + " --draft " + draft + " --gamma -2", "--gamma: -2 is out of range"},
       {fwd + " --gamma 3", "--gamma: sets the draft chain's length, and there is no draft"},
+      {fwd + " --draft " + draft + " --aux 1", "--aux: with --draft the forward reads the head's own aux layers"},
+      {"bench e2e --quick --target " + target + " --draft " + draft + " --draft-kind none", "--draft-kind: 'none' is not allowed"},
       // generate: what would be silently unread is refused.
       {"generate --target " + target + " --ids '1 2' --gamma 3", "--gamma: applies to speculative decoding"},
       {"generate --target " + target + " --ids '1 2' --verifier ears", "--verifier: applies to speculative decoding"},

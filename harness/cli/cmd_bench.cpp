@@ -113,7 +113,8 @@ void add_e2e_command(CLI::App* bench, CommonOptions& common, const std::shared_p
   add_common(sub, common, *bc);
   sub->add_option("--target", args->target, "Target checkpoint directory")->required();
   sub->add_option("--draft", args->draft, "Draft checkpoint directory")->required();
-  sub->add_option("--draft-kind", args->draft_kind, "eagle3 | model")->capture_default_str();
+  // Not none: the speculative rows would time the target alone under their name.
+  one_of(sub->add_option("--draft-kind", args->draft_kind, "eagle3 | model")->capture_default_str(), {"eagle3", "model"});
   sub->add_option("--dtype", args->dtype, "auto | bfloat16 | float32 | float16")->capture_default_str();
   sub->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids (default: synth-gsm test problem 0 as a chat prompt, or 32 pseudo-random ids without a tokenizer)");
   sub->add_option("--temperature", args->temperatures, "Temperatures, e.g. 0,0.9 (default: 0 and 0.9)")->delimiter(',');

@@ -244,6 +244,9 @@ void add_forward_command(CLI::App& app, CommonOptions& common, int& exit_code) {
   sub->callback([args, gamma, &common, &exit_code] {
     if (gamma->count() > 0 && args->draft.empty())
       fail("--gamma: sets the draft chain's length, and there is no draft; add --draft DIR or drop --gamma");
+    if (!args->aux.empty() && !args->draft.empty())
+      fail("--aux: with --draft the forward reads the head's own aux layers (printed as draft.aux_layers); drop --aux "
+           "or --draft");
     exit_code = run_forward(*args, common);
   });
 }

@@ -186,7 +186,7 @@ std::string read_name(const At& a) {
 }
 
 void default_name(const MapReader& m, ExperimentSpec& s) {
-  s.name = fs::path(m.ctx().file).stem().string();
+  s.name = fs::path(m.ctx().file).stem().string().substr(0, kMaxNameLength);
   for (char& ch : s.name)
     if (!valid_name(std::string_view(&ch, 1))) ch = '-';
   if (s.name.empty()) s.name = "experiment";
