@@ -60,6 +60,15 @@ void add_shape(CLI::App* sub, int64_t& heads, int64_t& kv_heads, int64_t& head_d
   in_range(sub->add_option("--intermediate", intermediate)->capture_default_str(), 1);
 }
 
+// The corpus mix and the evaluation after training, shared by the target and the head.
+void add_mix_and_eval(CLI::App* sub, double& natural_fraction, int64_t& eval_n, const char* eval_what) {
+  in_range(sub->add_option("--natural-fraction", natural_fraction, "Share of natural-text documents")->capture_default_str(),
+           0, 1);
+  in_range(sub->add_option("--eval-n", eval_n, fmt::format("After training: {} on N synth-gsm test problems", eval_what))
+               ->capture_default_str(),
+           0);
+}
+
 // What the ranges cannot say (each was a raw LibTorch shape error): grouped-query attention gives
 // each KV head a whole group of query heads, and RoPE rotates pairs of dimensions.
 void check_shape(int64_t heads, int64_t kv_heads, int64_t head_dim) {
@@ -115,15 +124,10 @@ void add_target_command(CLI::App* train, CommonOptions& common, int& exit_code) 
   in_range(sub->add_option("--layers", o->arch.layers)->capture_default_str(), 1);
   in_range(sub->add_option("--hidden", o->arch.hidden)->capture_default_str(), 1);
   add_shape(sub, o->arch.heads, o->arch.kv_heads, o->arch.head_dim, o->arch.intermediate);
-  in_range(sub->add_option("--natural-fraction", o->natural_fraction, "Share of natural-text documents")
-               ->capture_default_str(),
-           0, 1);
+  add_mix_and_eval(sub, o->natural_fraction, o->eval_n, "greedy accuracy");
   in_range(sub->add_option("--prompt-weight", o->prompt_weight, "Loss weight of chat prompt tokens (answers: 1)")
                ->capture_default_str(),
            0, 1);
-  in_range(sub->add_option("--eval-n", o->eval_n, "After training: greedy accuracy on N synth-gsm test problems")
-               ->capture_default_str(),
-           0);
   sub->add_option("--init", o->init, "Start from this checkpoint's weights (continued training, same architecture)");
   auto force = std::make_shared<bool>(false);
   sub->add_flag("--force", *force, "Replace the model already trained in --out (not needed when --init is --out)");
@@ -157,12 +161,7 @@ void add_eagle3_command(CLI::App* train, CommonOptions& common, int& exit_code) 
                   "Score only the N most frequent target ids of the training answers (EAGLE-3's d2t / t2d); 0 = --init's, else every id")
       ->capture_default_str();
   add_shape(sub, o->arch.heads, o->arch.kv_heads, o->arch.head_dim, o->arch.intermediate);
-  in_range(sub->add_option("--natural-fraction", o->natural_fraction, "Share of natural-text documents")
-               ->capture_default_str(),
-           0, 1);
-  in_range(sub->add_option("--eval-n", o->eval_n, "After training: tau (greedy) on N synth-gsm test problems")
-               ->capture_default_str(),
-           0);
+  add_mix_and_eval(sub, o->natural_fraction, o->eval_n, "tau (greedy)");
   // Checked now, not after the training that precedes the evaluation.
   gamma_range(sub->add_option("--eval-gamma", o->eval_gamma, "Draft length for --eval-n")->capture_default_str());
   auto force = std::make_shared<bool>(false);
