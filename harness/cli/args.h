@@ -46,32 +46,30 @@ inline std::vector<int64_t> parse_int_list(const std::string& text, const std::s
 // the option, "--steps: 0 is out of range; --steps must be >= 1" (exit 2), however CLI11 prints its
 // own errors. A value CLI11 cannot convert is left to CLI11's conversion error.
 
-// A finite number in [lo, hi] (hi = infinity: no upper bound).
-inline CLI::Option* in_range(CLI::Option* opt, double lo, double hi = std::numeric_limits<double>::infinity()) {
+// A number CLI11 reads from the option, checked by ok(v); else "<flag>: <text> is out of range; <rule>".
+template <class Ok>
+CLI::Option* number_check(CLI::Option* opt, Ok ok, const std::string& rule) {
   const std::string flag = opt->get_name();
-  const std::string rule = std::isinf(hi) ? fmt::format("{} must be >= {}", flag, lo)
-                                          : fmt::format("{} must be >= {} and <= {}", flag, lo, hi);
   return opt->check(CLI::Validator(
-      [flag, rule, lo, hi](std::string& text) {
+      [flag, ok, rule](std::string& text) {
         double v = 0;
-        if (CLI::detail::lexical_cast(text, v) && !(std::isfinite(v) && v >= lo && v <= hi))
-          fail("{}: {} is out of range; {}", flag, text, rule);
+        if (CLI::detail::lexical_cast(text, v) && !(std::isfinite(v) && ok(v)))
+          fail("{}: {} is out of range; {} {}", flag, text, flag, rule);
         return std::string();
       },
       ""));
 }
 
+// A finite number in [lo, hi] (hi = infinity: no upper bound).
+inline CLI::Option* in_range(CLI::Option* opt, double lo, double hi = std::numeric_limits<double>::infinity()) {
+  return number_check(
+      opt, [lo, hi](double v) { return v >= lo && v <= hi; },
+      std::isinf(hi) ? fmt::format("must be >= {}", lo) : fmt::format("must be >= {} and <= {}", lo, hi));
+}
+
 // A finite number > 0 (learning rates, clipping norms).
 inline CLI::Option* positive(CLI::Option* opt) {
-  const std::string flag = opt->get_name();
-  return opt->check(CLI::Validator(
-      [flag](std::string& text) {
-        double v = 0;
-        if (CLI::detail::lexical_cast(text, v) && !(std::isfinite(v) && v > 0))
-          fail("{}: {} is out of range; {} must be > 0", flag, text, flag);
-        return std::string();
-      },
-      ""));
+  return number_check(opt, [](double v) { return v > 0; }, "must be > 0");
 }
 
 // One of `allowed` (a narrower list than the help of a shared option would suggest).

@@ -4,14 +4,13 @@
 
 #include <yaml-cpp/eventhandler.h>
 
-#include <sstream>
-#include <vector>
-
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <limits>
+#include <sstream>
+#include <vector>
 
 #include "harness/base/error.h"
 #include "harness/base/strings.h"
@@ -78,6 +77,23 @@ std::string as_string(const Ctx& c, const Node& n, const std::string& path) {
 // A YAML stream is printable Unicode: invalid UTF-8 or a C0 control character other than tab /
 // LF / CR is an error at its line and column (yaml-cpp accepts some of them and then emits YAML
 // it cannot read back; found by fuzz_config).
+void check_yaml_text(const std::string& text, const std::string& label) {
+  int line = 1, col = 1;
+  for (size_t i = 0; i < text.size();) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    const int len = utf8::step(text, i);
+    if (len <= 0)
+      throw Error(fmt::format("{}:{}:{}: (yaml): invalid UTF-8 (byte 0x{:02X}); save the file as UTF-8 text", label, line,
+                              col, b));
+    if (len == 1 && is_control(b))
+      throw Error(fmt::format("{}:{}:{}: (yaml): control character U+{:04X} is not allowed in YAML; remove it", label,
+                              line, col, b));
+    if (b == '\n') ++line, col = 1;
+    else ++col;
+    i += static_cast<size_t>(len);
+  }
+}
+
 namespace {
 // Parser events, ignored but for where each document starts.
 struct DocumentStarts : YAML::EventHandler {
@@ -98,6 +114,7 @@ void check_single_document(const std::string& text, const std::string& label) {
   std::istringstream in(text);
   YAML::Parser parser(in);
   DocumentStarts events;
+  // Counted, not "until a second start": on "," the parser keeps returning documents it never starts.
   for (int docs = 0; docs < 2 && parser.HandleNextDocument(events); ++docs) {
   }
   if (events.starts.size() < 2) return;
@@ -105,23 +122,6 @@ void check_single_document(const std::string& text, const std::string& label) {
   throw Error(fmt::format("{}:{}:{}: (document): a second YAML document (after '---'); one experiment per file; remove "
                           "the '---' line, or split the experiments into files",
                           label, m.line + 1, m.column + 1));
-}
-
-void check_yaml_text(const std::string& text, const std::string& label) {
-  int line = 1, col = 1;
-  for (size_t i = 0; i < text.size();) {
-    const auto b = static_cast<unsigned char>(text[i]);
-    const int len = utf8::step(text, i);
-    if (len <= 0)
-      throw Error(fmt::format("{}:{}:{}: (yaml): invalid UTF-8 (byte 0x{:02X}); save the file as UTF-8 text", label, line,
-                              col, b));
-    if (len == 1 && is_control(b))
-      throw Error(fmt::format("{}:{}:{}: (yaml): control character U+{:04X} is not allowed in YAML; remove it", label,
-                              line, col, b));
-    if (b == '\n') ++line, col = 1;
-    else ++col;
-    i += static_cast<size_t>(len);
-  }
 }
 
 std::int64_t as_int(const Ctx& c, const Node& n, const std::string& path, std::int64_t example) {

@@ -109,7 +109,6 @@ void check_checkpoint_dir(const std::string& label, const std::string& key, cons
     fail("{}: {} '{}' has no config.json (not a Hugging Face checkpoint directory); {}", label, key, path, fix);
 }
 
-// What a thread count came from, for check_threads' error: --threads, else the config's key.
 // Where run.threads came from, for its range error: the file, or the --set that replaced it.
 std::string threads_key(const std::string& config_file, const std::vector<std::string>& overrides) {
   for (const auto& ov : overrides)
@@ -117,6 +116,7 @@ std::string threads_key(const std::string& config_file, const std::vector<std::s
   return fmt::format("{}: run.threads", config_file);
 }
 
+// What a thread count came from, for check_threads' error: --threads, else the config's key.
 std::string threads_origin(const RunOptions& o, const std::string& config_file) {
   return o.threads ? std::string("--threads") : threads_key(config_file, o.overrides);
 }
