@@ -33,6 +33,9 @@ CausalLM CausalLM::load(const std::filesystem::path& dir, c10::Device device,
   if (m.dtype_ != at::kFloat && m.dtype_ != at::kBFloat16 && m.dtype_ != at::kHalf)
     fail("{}: compute dtype {} is not supported (use float32, bfloat16 or float16)", dir.string(),
          dtype_name(m.dtype_));
+  if (device.is_cpu() && m.dtype_ == at::kHalf)
+    fail("{}: float16 is not computed on CPU (LibTorch emulates it); use bfloat16 (the same weight bytes) or float32",
+         dir.string());
   const ModelConfig& c = m.cfg_;
   const Checkpoint ck = Checkpoint::open(dir);
   auto get = [&](const std::string& name, std::vector<int64_t> shape) {

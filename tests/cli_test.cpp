@@ -241,6 +241,8 @@ TEST(Cli, GenerateRejectsBadOptions) {
   expect_one_line_error(run_ears("generate" + t + " --max-new-tokens 0"), "max_new_tokens");
   expect_one_line_error(run_ears("generate" + t + " --max-new-tokens 100000"), "context");
   expect_one_line_error(run_ears("generate" + t + " --draft /nonexistent"), "/nonexistent");
+  // float16 on CPU: LibTorch 1.13 lacks its matmul (a raw LibTorch error, exit 1), 2.x emulates it.
+  expect_one_line_error(run_ears("generate" + t + " --dtype float16"), "float16 is not computed on CPU");
   // A tokenizer with ids the model cannot embed: refused at load (it aborted runs midway).
   if (fs::exists(shared_dir() / "tokenizers/qwen3/tokenizer.json"))
     expect_one_line_error(run_ears("generate --target " + (shared_dir() / "fixtures/qwen3-tiny").string() +

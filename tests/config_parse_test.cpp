@@ -346,6 +346,26 @@ TEST(ConfigErrors, MissingRequired) {
   EXPECT_NE(error_of(gate).find("gates.0.op: missing required key"), std::string::npos) << error_of(gate);
 }
 
+// The draft computes in the target's dtype; float16 only on a GPU (LibTorch emulates it on CPU).
+TEST(ConfigErrors, DraftDtypeFollowsTheTargetAndFloat16NeedsAGpu) {
+  EXPECT_EQ(error_of(inject("  path: /m/draft", "  dtype: float32")),
+            "t.yaml:5:10: draft.dtype: the draft computes in the target's dtype (target.dtype: auto), not float32; "
+            "write 'dtype: auto' or leave the key out");
+  std::string arm = inject("  - name: ears", "    draft: {dtype: bfloat16}");
+  EXPECT_TRUE(starts_with(error_of(arm), "t.yaml:14:20: arms.1.draft.dtype: the draft computes in the target's dtype"))
+      << error_of(arm);
+  const ExperimentSpec same = parse(inject("  path: /m/draft", "  dtype: bfloat16",
+                                           inject("  path: /m/target", "  dtype: bfloat16")));
+  EXPECT_EQ(same.arms[1].draft.dtype, "bfloat16");
+  EXPECT_TRUE(starts_with(error_of(kBase, {"target.dtype=float16"}), "(from --set): target.dtype: float16 is not computed on CPU"))
+      << error_of(kBase, {"target.dtype=float16"});
+  const std::string f16 = inject("  path: /m/target", "  dtype: float16");
+  EXPECT_TRUE(starts_with(error_of(f16), "t.yaml:3:10: target.dtype: float16 is not computed on CPU (LibTorch emulates it); "
+                                         "use bfloat16 (the same weight bytes) or float32, or device: cuda"))
+      << error_of(f16);
+  EXPECT_EQ(parse(f16, {"target.device=cuda"}).target.dtype, "float16");
+}
+
 TEST(ConfigErrors, DuplicateArmNamesAndBaselines) {
   std::string y = kBase;
   y.replace(y.find("  - name: ears"), 14, "  - name: base");

@@ -21,11 +21,17 @@ namespace {
 
 // ---------------------------------------------------------------- arms
 
-// The draft an arm actually uses must name a checkpoint unless it is "none".
-void check_draft_path(const Ctx& c, const DraftSpec& d, const Node& at, const std::string& path) {
+// The draft an arm actually uses must name a checkpoint unless it is "none", and computes in the
+// target's dtype (an EAGLE-3 head reads the target's hidden states; a draft model shares the
+// target's device and dtype): its dtype is auto or target.dtype's.
+void check_draft(const Ctx& c, const DraftSpec& d, const std::string& target_dtype, const Node& at, const std::string& path) {
   if (d.kind != "none" && d.path.empty())
     fail_at(c, at, path + ".path", fmt::format("missing required key (draft kind {})", d.kind),
             fmt::format("add 'path: <draft checkpoint directory>' under {} or set kind: none", path));
+  if (d.dtype != "auto" && d.dtype != target_dtype)
+    fail_at(c, at.IsMap() && at["dtype"].IsDefined() ? at["dtype"] : at, path + ".dtype",
+            fmt::format("the draft computes in the target's dtype (target.dtype: {}), not {}", target_dtype, d.dtype),
+            "write 'dtype: auto' or leave the key out");
 }
 
 // The beta values of a sweep ("beta: [0.05, 0.1]"), each read like a single beta.
@@ -44,7 +50,8 @@ std::vector<double> read_beta_sweep(const Ctx& c, const MapReader& v) {
 }
 
 // One arm given as a mapping (arm holds the top-level decoding and draft); returns its sweep.
-std::vector<double> read_arm_map(const Ctx& c, const Node& el, const std::string& path, const Node& draft_node, ArmSpec& arm) {
+std::vector<double> read_arm_map(const Ctx& c, const Node& el, const std::string& path, const Node& draft_node,
+                                 const std::string& target_dtype, ArmSpec& arm) {
   const Table<ArmSpec>& t = arm_table();
   MapReader m(c, el, path, t.schema);
   if (!el.IsMap()) fail_at(c, el, path, fmt::format("expected an arm mapping, got {}", describe(el)), "write '- {name: ..., verifier: {...}}'");
@@ -64,12 +71,12 @@ std::vector<double> read_arm_map(const Ctx& c, const Node& el, const std::string
   if (m.has("draft")) {
     MapReader d(c, m.get("draft"), m.sub("draft"), draft_table().schema);
     draft_table().read(d, arm.draft);
-    own_draft = d.has("kind") || d.has("path");
+    own_draft = d.has("kind") || d.has("path") || d.has("dtype");
   }
   if (own_draft)
-    check_draft_path(c, arm.draft, m.get("draft"), m.sub("draft"));
+    check_draft(c, arm.draft, target_dtype, m.get("draft"), m.sub("draft"));
   else
-    check_draft_path(c, arm.draft, draft_node, "draft");
+    check_draft(c, arm.draft, target_dtype, draft_node, "draft");
   if (sweep.size() > 1 && arm.baseline)
     fail_at(c, m.get("baseline"), m.sub("baseline"), "a beta sweep expands into several arms, which one is the baseline?",
             "mark a separate arm as baseline");
@@ -115,9 +122,9 @@ void read_arms(const At& at, ExperimentSpec& s) {
     if (el.IsScalar()) {  // shorthand: "- ears" = {name: ears, verifier: {type: ears}}
       verifier_table().at("type").read(At{c, at.m, el, path}, arm.verifier);
       arm.name = arm.verifier.type;
-      check_draft_path(c, arm.draft, draft_node, "draft");
+      check_draft(c, arm.draft, s.target.dtype, draft_node, "draft");
     } else {
-      sweep = read_arm_map(c, el, path, draft_node, arm);
+      sweep = read_arm_map(c, el, path, draft_node, s.target.dtype, arm);
     }
     if (sweep.empty()) {
       s.arms.push_back(arm);

@@ -129,7 +129,12 @@ const Table<TargetSpec>& target_table() {
            .after([](const At& a, const T& t) {
              if (t.path.empty()) a.fail("empty path", "write the checkpoint directory");
            }),
-       field("dtype", &T::dtype, Dtype(), "auto (= the checkpoint's torch_dtype) | float32 | bfloat16 | float16"),
+       field("dtype", &T::dtype, Dtype(), "auto (= the checkpoint's torch_dtype) | float32 | bfloat16 | float16 (cuda only)")
+           .after([](const At& a, const T& t) {  // decoders/model.cpp refuses it too, for the CLI
+             const bool cpu = !a.m.has("device") || (a.m.get("device").IsScalar() && a.m.get("device").Scalar() == "cpu");
+             if (t.dtype == "float16" && cpu)
+               a.fail("float16 is not computed on CPU (LibTorch emulates it)", "use bfloat16 (the same weight bytes) or float32, or device: cuda");
+           }),
        field("device", &T::device, Device(), "cpu | cuda | cuda:N")}};
   return t;
 }
@@ -141,7 +146,7 @@ const Table<DraftSpec>& draft_table() {
       {field("kind", &D::kind, Enum(kDraftKinds), "eagle3 | model | none"),
        field("path", &D::path, Path(), "draft checkpoint directory; required unless kind is none"),
        field("sampling", &D::sampling, Enum(kDraftSampling), "sample | greedy (greedy: one-hot q, as vLLM's EAGLE)"),
-       field("dtype", &D::dtype, Dtype(), "like target.dtype"),
+       field("dtype", &D::dtype, Dtype(), "auto or target.dtype's value: the draft computes in the target's dtype"),
        field("aux_layers", &D::aux_layers, read_aux_layers, "target layers feeding EAGLE-3; empty = the checkpoint's")
            .comment("empty = the checkpoint's eagle_aux_hidden_state_layer_ids", [](const D& d) { return d.aux_layers.empty(); }),
        field("aux_layer_convention", &D::aux_layer_convention, Enum(kAuxLayerConventions),
