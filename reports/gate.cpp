@@ -175,8 +175,13 @@ std::vector<GateRule> expand_gate_rules(const std::vector<GateRule>& rules, cons
     int index = -1;
     const bool comparison = gate_metric_kind(split_metric(r.metric, index, where)) == GateMetricKind::comparison;
     if (r.arm == "*") {
+      const std::size_t before = out.size();
       for (const std::string& a : arms)
         if (!(comparison && a == baseline)) out.push_back(GateRule{a, r.metric, r.op, r.value});
+      if (out.size() == before)  // it would pass checking nothing
+        fail("{}: checks no arm: {} compares an arm with the baseline and the only arm is the baseline '{}'; add an "
+             "arm or drop the rule",
+             where, r.metric, baseline);
       continue;
     }
     if (!contains(arms, r.arm)) {
@@ -227,10 +232,13 @@ GateOutcome evaluate_rule(const Report& report, const GateRule& rule) {
 
 }  // namespace
 
-GateResult evaluate_gates(const Report& report, const std::vector<GateRule>& rules) {
+GateResult evaluate_gates(const Report& report, const std::vector<GateRule>& rules, bool allow_partial) {
   std::vector<std::string> arms;
   for (const auto& a : report.arms) arms.push_back(a.name);
   GateResult result;
+  result.partial = report.partial;
+  result.partial_allowed = report.partial && allow_partial;
+  result.all_passed = !report.partial || allow_partial;
   for (const GateRule& raw : rules) {
     const std::string where = fmt::format("gate rule '{}'", to_string(raw));
     if (!contains(kGateOps, raw.op)) fail("{}: unknown operator '{}'; use one of >= > <= < ==", where, raw.op);
@@ -244,7 +252,7 @@ GateResult evaluate_gates(const Report& report, const std::vector<GateRule>& rul
   return result;
 }
 
-json gate_to_json(const GateResult& result, bool report_partial) {
+json gate_to_json(const GateResult& result) {
   json checks = json::array();
   for (const auto& o : result.outcomes)
     checks.push_back({{"rule", o.text},
@@ -255,14 +263,14 @@ json gate_to_json(const GateResult& result, bool report_partial) {
                       {"actual", json_number(o.actual)},
                       {"source", o.source},
                       {"pass", o.pass}});
-  return {{"schema_version", 1}, {"all_passed", result.all_passed}, {"partial", report_partial}, {"checks", checks}};
+  return {{"schema_version", 1}, {"all_passed", result.all_passed}, {"partial", result.partial}, {"checks", checks}};
 }
 
-void write_gate_json(const GateResult& result, const std::filesystem::path& file, bool report_partial) {
-  write_file_atomic(file, gate_to_json(result, report_partial).dump(2) + "\n");
+void write_gate_json(const GateResult& result, const std::filesystem::path& file) {
+  write_file_atomic(file, gate_to_json(result).dump(2) + "\n");
 }
 
-std::string gate_table(const GateResult& result) {
+std::string gate_table(const GateResult& result, const std::string& run_dir) {
   size_t width = 4;
   for (const auto& o : result.outcomes) width = std::max(width, o.text.size());
   std::string s = fmt::format("{:<6}  {:<{}}  {}\n", "RESULT", "RULE", width, "ACTUAL");
@@ -274,6 +282,13 @@ std::string gate_table(const GateResult& result) {
       std::count_if(result.outcomes.begin(), result.outcomes.end(), [](const GateOutcome& o) { return !o.pass; }));
   s += fmt::format("{} of {} checks passed{}\n", result.outcomes.size() - failed, result.outcomes.size(),
                    result.all_passed ? "" : " — GATE FAILED");
+  if (result.partial_allowed)
+    s += "note: the report is PARTIAL (an interrupted or incomplete run); gated anyway (--allow-partial)\n";
+  else if (result.partial)
+    s += fmt::format("FAIL: the report is PARTIAL (an interrupted run, one shard, missing shards): finish it with "
+                     "'ears-bench run --resume {}' or merge the shards, or gate what is there with 'ears-bench gate {} "
+                     "--allow-partial'\n",
+                     run_dir, run_dir);
   return s;
 }
 

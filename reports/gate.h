@@ -71,18 +71,22 @@ struct GateOutcome {
 
 struct GateResult {
   std::vector<GateOutcome> outcomes;
-  bool all_passed = true;
+  bool partial = false;          // the report is PARTIAL (an interrupted run, missing shards, a shard's own)
+  bool partial_allowed = false;  // gated anyway (`gate --allow-partial`)
+  bool all_passed = true;        // every check passed, and the report is whole unless partial_allowed
 };
 
-// "*" rules are expanded here (expand_gate_rules); arms, metrics and indices are checked.
-GateResult evaluate_gates(const Report& report, const std::vector<GateRule>& rules);
+// "*" rules are expanded here (expand_gate_rules); arms, metrics and indices are checked. A PARTIAL
+// report never passes unless `allow_partial`: `gate` and the gate.json `run` writes share this rule.
+GateResult evaluate_gates(const Report& report, const std::vector<GateRule>& rules, bool allow_partial = false);
 
 // {"schema_version": 1, "all_passed": bool, "partial": bool,
 //  "checks": [{"rule", "target", "metric", "op", "threshold", "actual", "source", "pass"}]}
-nlohmann::json gate_to_json(const GateResult& result, bool report_partial = false);
-void write_gate_json(const GateResult& result, const std::filesystem::path& file, bool report_partial = false);
+nlohmann::json gate_to_json(const GateResult& result);
+void write_gate_json(const GateResult& result, const std::filesystem::path& file);
 
-// Fixed-width PASS/FAIL table for the terminal.
-std::string gate_table(const GateResult& result);
+// Fixed-width PASS/FAIL table for the terminal; for a PARTIAL report, a last line saying why it
+// fails (with how to finish `run_dir`) or that it was gated anyway.
+std::string gate_table(const GateResult& result, const std::string& run_dir);
 
 }  // namespace ears

@@ -154,6 +154,14 @@ TEST(GateGrammar, WildcardsExpandPerArmAndArmsAreChecked) {
   EXPECT_EQ(error({"base", "accuracy_delta_pp", ">=", 0}),
             "g.txt:1: accuracy_delta_pp compares an arm with the baseline, and 'base' is the baseline; name another arm");
   EXPECT_EQ(error({"base", "accuracy", ">=", 0}), "");
+  // A wildcard comparison over a report whose only arm is the baseline checked nothing and passed.
+  try {
+    expand_gate_rules({GateRule{"*", "throughput_gain_pct", ">=", 10}}, {"solo"}, "solo", "g.txt:2");
+    ADD_FAILURE() << "a rule checking no arm was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "g.txt:2: checks no arm: throughput_gain_pct compares an arm with the baseline and "
+                                     "the only arm is the baseline 'solo'; add an arm or drop the rule");
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -210,6 +218,27 @@ TEST(GateEvaluate, EveryOperatorBelowOnAndAboveItsThreshold) {
   // "==" forgives a relative 1e-9 (rounding in report.json) and no more.
   EXPECT_TRUE(outcome_of(r, "mean_accept_length", "==", actual * (1 + 0.5e-9)).pass);
   EXPECT_FALSE(outcome_of(r, "mean_accept_length", "==", actual * (1 + 2e-9)).pass);
+}
+
+// A PARTIAL report fails whatever its checks give, unless gated with allow_partial (`gate
+// --allow-partial`); gate.json and the table say which. `run` and `gate` share this rule.
+TEST(GateEvaluate, APartialReportFailsUnlessAllowed) {
+  Report r = gate_report();
+  const GateRule passing{"ears", "mean_accept_length", ">=", 1};
+  EXPECT_TRUE(evaluate_gates(r, {passing}).all_passed);
+  r.partial = true;
+  const GateResult strict = evaluate_gates(r, {passing});
+  ASSERT_EQ(strict.outcomes.size(), 1u);
+  EXPECT_TRUE(strict.outcomes[0].pass);
+  EXPECT_FALSE(strict.all_passed);
+  EXPECT_EQ(gate_to_json(strict)["partial"], true);
+  EXPECT_EQ(gate_to_json(strict)["all_passed"], false);
+  EXPECT_NE(gate_table(strict, "runs/x").find("FAIL: the report is PARTIAL"), std::string::npos) << gate_table(strict, "runs/x");
+  const GateResult allowed = evaluate_gates(r, {passing}, /*allow_partial=*/true);
+  EXPECT_TRUE(allowed.all_passed);
+  EXPECT_EQ(gate_to_json(allowed)["partial"], true);
+  EXPECT_NE(gate_table(allowed, "runs/x").find("gated anyway"), std::string::npos);
+  EXPECT_FALSE(evaluate_gates(r, {GateRule{"ears", "mean_accept_length", ">=", 9}}, true).all_passed);
 }
 
 // NAME[INDEX] reads entry INDEX: the entries all differ, so reading any other one shows; an

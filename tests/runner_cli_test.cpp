@@ -251,6 +251,12 @@ TEST(RunnerCli, ReportCombinesDifferentExperimentsOnlyWithForce) {
     Proc p = cli({"run", env().config3.string(), "--set", "dataset.limit=2", "--set", std::string("decoding.gamma=") + gamma,
                   "--shard", shard, "--out", dir.string(), "--threads", "1", "--quiet"});
     ASSERT_EQ(p.exit_code, 0) << show(p);
+    // A shard's own report is PARTIAL: the config's gates, however they came out, do not pass it
+    // (gate.json said all_passed: true when its checks passed, and scripts read it).
+    EXPECT_NE(p.out.find("FAIL: the report is PARTIAL"), std::string::npos) << p.out;
+    const json gate = read_json(dir / "gate.json");
+    EXPECT_TRUE(gate["partial"].get<bool>());
+    EXPECT_FALSE(gate["all_passed"].get<bool>());
   }
   Proc p = cli({"report", s0.string(), s1.string(), "--out", out.string(), "--quiet"});
   EXPECT_EQ(p.exit_code, 2) << show(p);

@@ -113,21 +113,13 @@ int run_gate(const GateArgs& a) {
   }
   if (checks.empty())
     fail("gate: no rules; pass --rules FILE or --check \"ARM METRIC OP VALUE\", or add 'gates:' to the experiment config");
-  GateResult result = evaluate_gates(report, checks);
   // A partial report (an interrupted run, missing shards) never passes by accident.
-  const bool partial_fails = report.partial && !a.allow_partial;
-  if (partial_fails) result.all_passed = false;
+  const GateResult result = evaluate_gates(report, checks, a.allow_partial);
   const fs::path out = a.json_out.empty() ? fs::path(a.dir) / "gate.json" : fs::path(a.json_out);
   if (!a.json_out.empty() && fs::is_directory(out))
     fail("--json {}: is a directory; pass a file path, e.g. {}", out.string(), (out / "gate.json").string());
-  write_gate_json(result, out, report.partial);
-  fmt::print("Gate of {} ({} check(s) from {}):\n{}", a.dir, result.outcomes.size(), origin, gate_table(result));
-  if (partial_fails)
-    fmt::print("FAIL: the report is PARTIAL (an interrupted or incomplete run): finish it with 'ears-bench run "
-               "--resume {}', or pass --allow-partial to gate what is there\n",
-               a.dir);
-  else if (report.partial)
-    fmt::print("note: the report is PARTIAL (an interrupted or incomplete run); gated anyway (--allow-partial)\n");
+  write_gate_json(result, out);
+  fmt::print("Gate of {} ({} check(s) from {}):\n{}", a.dir, result.outcomes.size(), origin, gate_table(result, a.dir));
   fmt::print("{} -> {}\n", result.all_passed ? "PASS" : "FAIL", out.string());
   return result.all_passed ? 0 : 1;
 }

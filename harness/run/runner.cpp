@@ -456,8 +456,8 @@ int finish(Run& r, int stopped_by) {
   if (!r.o.quiet) fmt::print("{}\n", report_summary(render_markdown(report)));
   if (!r.spec.gates.empty()) {
     const GateResult gates = evaluate_gates(report, r.spec.gates);
-    write_gate_json(gates, r.dir / "gate.json", report.partial);
-    fmt::print("Gates ({}):\n{}", (r.dir / "gate.json").string(), gate_table(gates));
+    write_gate_json(gates, r.dir / "gate.json");
+    fmt::print("Gates ({}):\n{}", (r.dir / "gate.json").string(), gate_table(gates, r.dir.string()));
     if (!gates.all_passed)
       fmt::print("GATES FAILED — `ears-bench run` still exits 0; `ears-bench gate {}` exits 1\n", r.dir.string());
   }
