@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <unordered_set>
 
 #include "datasets/dataset.h"
@@ -163,10 +164,19 @@ Dataset build(const Task& task, const DatasetSpec& spec, bool skip) {
   ds.resolved_path = l.path;
   ds.skipped_lines = l.skipped;
   bool any_gold = false;
+  std::map<std::string, std::size_t> first_line;  // request id -> its line: a repeated id ran once
   for (std::size_t i = 0; i < l.docs.size(); ++i) {
     Doc& d = l.docs[i];
     Request r;
     r.id = l.id_prefix + "/" + d.key;
+    if (const auto [at, fresh] = first_line.emplace(r.id, d.source_line); !fresh) {
+      if (!skip)
+        fail("{}:{}: request id '{}' repeats line {} (spec_bench: question_id); fix the record, or set "
+             "dataset.on_error: skip",
+             l.path, d.source_line, r.id, at->second);
+      ++ds.skipped_lines;
+      continue;
+    }
     r.prompt = task_prompt(task, d.question,
                            spec.n_shot > 0 ? pick_exemplars(pool, spec.n_shot, spec.seed, i, d.question) : Exemplars{},
                            spec.prompt_template);

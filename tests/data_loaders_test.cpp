@@ -111,6 +111,27 @@ TEST(DatasetErrors, MissingFileNamesPathsAndFix) {
             std::string::npos);
 }
 
+// Spec-Bench ids come from the file (question_id): a repeated one made its second request count
+// as done, so half a run never ran and `--resume` could not finish it.
+TEST(DatasetErrors, RepeatedRequestIdsAreRefusedOrSkipped) {
+  TempDir tmp;
+  auto q = [](int id, const char* text) {
+    return nlohmann::json{{"question_id", id}, {"category", "qa"}, {"turns", {text}}}.dump() + "\n";
+  };
+  const std::string file = tmp.write("sb.jsonl", q(81, "a?") + q(82, "b?") + q(81, "c?"));
+  DatasetSpec spec;
+  spec.name = "spec_bench";
+  spec.path = file;
+  EXPECT_EQ(error_of(spec), file + ":3: request id 'spec_bench/81' repeats line 1 (spec_bench: question_id); fix the "
+                                   "record, or set dataset.on_error: skip");
+  spec.on_error = "skip";
+  const Dataset ds = load_dataset(spec);
+  ASSERT_EQ(ds.requests.size(), 2u);
+  EXPECT_EQ(ds.skipped_lines, 1u);
+  EXPECT_EQ(ds.requests[0].prompt, "a?");
+  EXPECT_EQ(ds.requests[1].id, "spec_bench/82");
+}
+
 TEST(DatasetErrors, BadLinesReportedWithLineNumbers) {
   TempDir tmp;
   std::string good = R"({"question": "What is 2+2?", "answer": "2+2=<<2+2=4>>4\n#### 4"})";
