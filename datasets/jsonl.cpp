@@ -32,7 +32,7 @@ std::size_t read_jsonl(const std::string& path, bool skip,
       json j;
       try {
         j = json::parse(line);
-      } catch (const json::parse_error& e) {
+      } catch (const json::exception& e) {  // parse_error, or out_of_range: a number past double's range
         std::string what = e.what();
         if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
         throw LineError{fmt::format("invalid JSON ({})", what)};

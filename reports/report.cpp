@@ -258,6 +258,8 @@ std::vector<RequestResult> read_results_jsonl(const fs::path& path, bool tolerat
       }
       fail("{}: not a complete JSON object ({}); delete the line if the run was killed while writing it", where,
            e.what());
+    } catch (const json::exception& e) {  // out_of_range: a number past double's range (1e999)
+      fail("{}: {}; the line was edited by hand: restore it or delete it and finish with --resume", where, e.what());
     }
     RequestResult r;
     try {
@@ -301,7 +303,7 @@ RunMeta read_run_meta(const fs::path& run_dir) {
   json j;
   try {
     j = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range: a number past double's range
     fail("{}: invalid JSON ({})", p.string(), e.what());
   }
   return run_meta_from_json(j, p.string());

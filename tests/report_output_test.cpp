@@ -411,6 +411,19 @@ TEST(RunDir, TruncatedLastLineIsToleratedOnlyWhenAsked) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("bad.jsonl:3"), std::string::npos) << e.what();
   }
+  // A number past double's range (a hand edit, 1e999) is this file's error, also on the last line
+  // (it was LibTorch-free nlohmann's out_of_range: exit 1, no file name).
+  std::string huge = result_to_jsonl_line(rs[0]);
+  huge.replace(huge.find("\"latency_s\":") + 12, 1, "1e999,\"x\":");
+  std::ofstream(dir / "huge.jsonl") << result_to_jsonl_line(rs[1]) << huge;
+  try {
+    read_results_jsonl(dir / "huge.jsonl", true);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code, 2);
+    EXPECT_NE(std::string(e.what()).find("huge.jsonl:2: "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("number overflow"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(read_results_jsonl(dir / "absent.jsonl", true), Error);
   fs::remove_all(dir);
 }

@@ -90,7 +90,7 @@ int run_gate(const GateArgs& a) {
   json j;
   try {
     j = json::parse(read_file(report_file, "the report"));
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range: a number past double's range
     fail("{}: invalid JSON ({}); re-render it with 'ears-bench report {}'", report_file.string(), e.what(), a.dir);
   }
   const Report report = report_from_json(j);
