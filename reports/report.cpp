@@ -364,7 +364,6 @@ struct LoadedRuns {
   std::vector<RequestResult> results;
   std::vector<std::string> warnings;
   bool truncated = false;
-  int64_t raw_count = 0;
 };
 
 // "i/N" of a shard run; {-1, 0} for a whole run.
@@ -413,6 +412,27 @@ std::vector<int> check_parts(const std::vector<RunMeta>& metas, const std::vecto
   return missing;
 }
 
+// Results the run would not write — a repeat past run.repeats, more results than it expects (a hand
+// edit, another run's lines) — are refused, as `run --resume` refuses them: counted, they filled in
+// for missing ones and the report passed as whole.
+void check_results_in_run(const LoadedRuns& runs, const std::vector<fs::path>& run_dirs) {
+  const json& run = runs.meta.config.contains("run") ? runs.meta.config["run"] : json::object();
+  const int repeats = run.is_object() && run.value("repeats", json(1)).is_number_integer() ? run.value("repeats", 1) : 1;
+  std::vector<std::string> dirs;
+  for (const fs::path& d : run_dirs) dirs.push_back(d.string());
+  const std::string where = fmt::format("{}", fmt::join(dirs, ", "));
+  for (const RequestResult& r : runs.results)
+    if (r.repeat < 0 || r.repeat >= repeats)
+      fail("{}: arm '{}', request '{}' has repeat {} but the run's run.repeats is {}: that line is not this run's; "
+           "remove it from results.jsonl",
+           where, r.arm, r.request_id, r.repeat, repeats);
+  const int64_t n = static_cast<int64_t>(runs.results.size()), expected = runs.meta.expected_results;
+  if (expected > 0 && n > expected)
+    fail("{}: {} results where the run expects {}: results.jsonl holds lines the run would not write (another run's, "
+         "edited by hand); remove them",
+         where, n, expected);
+}
+
 LoadedRuns load_runs(const std::vector<fs::path>& run_dirs, bool force) {
   LoadedRuns out;
   std::vector<RunMeta> metas;
@@ -458,8 +478,8 @@ LoadedRuns load_runs(const std::vector<fs::path>& run_dirs, bool force) {
     // A partial merge's own directory, rendered again: still short of the same shards.
     out.warnings.push_back(fmt::format("merged without shard(s) {}: the merge covers part of the run", it->dump()));
   }
-  out.raw_count = static_cast<int64_t>(all.size());
   out.results = dedupe_results(all);
+  check_results_in_run(out, run_dirs);
   return out;
 }
 
@@ -477,8 +497,7 @@ Report report_from_run_dirs(const std::vector<fs::path>& run_dirs, uint64_t boot
   in.warnings = runs.warnings;
   for (const auto& d : run_dirs) in.sources.push_back(d.string());
   const bool short_of_expected =
-      runs.meta.expected_results > 0 && static_cast<int64_t>(runs.results.size()) < runs.meta.expected_results &&
-      runs.raw_count < runs.meta.expected_results;
+      runs.meta.expected_results > 0 && static_cast<int64_t>(runs.results.size()) < runs.meta.expected_results;
   if (!runs.meta.complete) in.warnings.push_back("a run did not complete (run_meta.json has complete = false)");
   if (const auto it = in.dataset.find("skipped_lines"); it != in.dataset.end() && it->is_number_integer() && *it > 0)
     in.warnings.push_back(fmt::format("{} bad dataset line(s) skipped (dataset.on_error: skip); see dataset.skipped_lines",

@@ -517,6 +517,41 @@ TEST(RunDir, ShardsMergeAndRender) {
   fs::remove_all(root);
 }
 
+// The number of lines never stands in for which results: a duplicated line hiding a missing one
+// left the report whole; a repeat past run.repeats or more results than the run expects are
+// refused (as `run --resume` refuses them) — they counted as extra requests.
+TEST(RunDir, ResultsTheRunWouldNotWriteAreNotCounted) {
+  const fs::path root = temp_dir("counts");
+  const auto rs = sweep_results();
+  const ReportInputs in = sweep_inputs();
+  write_shard(root / "hidden", rs, in, true, 1.0);
+  std::string text;
+  for (size_t i = 1; i < rs.size(); ++i) text += result_to_jsonl_line(rs[i]);
+  std::ofstream(root / "hidden" / kResultsFile) << text << result_to_jsonl_line(rs[1]);
+  const Report hidden = report_from_run_dirs({root / "hidden"}, kDefaultBootstrapSeed, 100);
+  EXPECT_TRUE(hidden.partial);
+  EXPECT_NE(::testing::PrintToString(hidden.warnings).find(fmt::format("{} results of {} expected", rs.size() - 1, rs.size())),
+            std::string::npos)
+      << ::testing::PrintToString(hidden.warnings);
+
+  RequestResult again = rs[0];
+  again.repeat = 1;
+  write_shard(root / "repeat", rs, in, true, 1.0);
+  std::ofstream(root / "repeat" / kResultsFile, std::ios::app) << result_to_jsonl_line(again);
+  EXPECT_NE(error_of([&] { report_from_run_dirs({root / "repeat"}); })
+                .find("has repeat 1 but the run's run.repeats is 1: that line is not this run's"),
+            std::string::npos);
+
+  write_shard(root / "extra", {rs.begin(), rs.end() - 1}, in, true, 1.0);
+  std::ofstream(root / "extra" / kResultsFile, std::ios::app) << result_to_jsonl_line(rs.back());
+  EXPECT_NE(error_of([&] { report_from_run_dirs({root / "extra"}); })
+                .find(fmt::format("{} results where the run expects {}", rs.size(), rs.size() - 1)),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { merge_run_dirs({root / "extra"}, root / "merged"); }).find("where the run expects"),
+            std::string::npos);
+  fs::remove_all(root);
+}
+
 // Merging can never duplicate, mix or overstate: every refusal names the directories.
 TEST(RunDir, MergeRefusesOverlapsMixesAndOverwrites) {
   const fs::path root = temp_dir("refuse");
