@@ -264,6 +264,16 @@ TEST(RunnerCli, ReportCombinesDifferentExperimentsOnlyWithForce) {
   p = cli({"report", s0.string(), s1.string(), "--out", out.string(), "--quiet", "--force"});
   EXPECT_EQ(p.exit_code, 0) << show(p);
   EXPECT_NE(read_json(out / "report.json")["warnings"].dump().find("--force"), std::string::npos);
+  // --out naming another run (here a source): its report would describe runs it does not hold.
+  for (const fs::path& into : {s0, s1}) {
+    p = cli({"report", s0.string(), s1.string(), "--out", into.string(), "--quiet", "--force"});
+    EXPECT_EQ(p.exit_code, 2) << show(p);
+    EXPECT_NE(p.err.find("report --out " + into.string() + ": a run directory"), std::string::npos) << p.err;
+  }
+  p = cli({"report", s0.string(), "--out", s1.string(), "--quiet"});
+  EXPECT_EQ(p.exit_code, 2) << show(p);
+  p = cli({"report", s0.string(), "--out", s0.string(), "--quiet"});  // itself, re-rendered
+  EXPECT_EQ(p.exit_code, 0) << show(p);
 }
 
 TEST(RunnerCli, ReportRerendersAndValidateChecks) {

@@ -44,6 +44,12 @@ int run_report(const ReportArgs& a) {
   if (a.out.empty() && a.dirs.size() > 1)
     fail("report: {} run directories are combined into one report; pass --out DIR for it", a.dirs.size());
   const fs::path out = a.out.empty() ? fs::path(a.dirs.front()) : fs::path(a.out);
+  // Into another run's directory, its report.json would describe runs it does not hold (and `gate` read it).
+  const bool own_dir = a.dirs.size() == 1 && fs::exists(out) && fs::equivalent(out, a.dirs.front());
+  if (!own_dir && (fs::exists(out / kRunMetaFile) || fs::exists(out / kResultsFile)))
+    fail("report --out {}: a run directory (it holds {} or {}) whose own report this would replace; pass a new "
+         "directory",
+         out.string(), kRunMetaFile, kResultsFile);
   const Report report =
       report_from_run_dirs(as_paths(a.dirs), kDefaultBootstrapSeed, kDefaultBootstrapResamples, a.force);
   write_report_files(report, out);
