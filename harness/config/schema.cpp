@@ -101,6 +101,18 @@ void emit_value(YAML::Emitter& e, const std::vector<int>& v) {
 // ---------------------------------------------------------------- leaf sections
 
 namespace {
+// A field's doc built at start-up (Field keeps a string_view: the text needs a stable home).
+std::string_view stable_doc(std::string text) {
+  static std::vector<std::unique_ptr<std::string>> docs;
+  docs.push_back(std::make_unique<std::string>(std::move(text)));
+  return *docs.back();
+}
+// "before a | b | c after": an enum key's doc from the values its reader allows.
+template <class Values>
+std::string_view choices_doc(const Values& values, std::string_view before = "", std::string_view after = "") {
+  return stable_doc(fmt::format("{}{}{}", before, join(values, " | "), after));
+}
+
 // The dataset's task (datasets/tasks.h); an empty one for an unknown name.
 const Task& task_of(const DatasetSection& d) {
   static const Task kNone{};
@@ -129,7 +141,7 @@ const Table<TargetSpec>& target_table() {
            .after([](const At& a, const T& t) {
              if (t.path.empty()) a.fail("empty path", "write the checkpoint directory");
            }),
-       field("dtype", &T::dtype, Dtype(), "auto (= the checkpoint's torch_dtype) | float32 | bfloat16 | float16 (cuda only)")
+       field("dtype", &T::dtype, Dtype(), choices_doc(kDtypes, "", "; auto = the checkpoint's torch_dtype, float16 on cuda only"))
            .after([](const At& a, const T& t) {  // decoders/model.cpp refuses it too, for the CLI
              const bool cpu = !a.m.has("device") || (a.m.get("device").IsScalar() && a.m.get("device").Scalar() == "cpu");
              if (t.dtype == "float16" && cpu)
@@ -143,9 +155,9 @@ const Table<DraftSpec>& draft_table() {
   using D = DraftSpec;
   static const Table<D> t{
       "draft",
-      {field("kind", &D::kind, Enum(kDraftKinds), "eagle3 | model | none"),
+      {field("kind", &D::kind, Enum(kDraftKinds), choices_doc(kDraftKinds)),
        field("path", &D::path, Path(), "draft checkpoint directory; required unless kind is none"),
-       field("sampling", &D::sampling, Enum(kDraftSampling), "sample | greedy (greedy: one-hot q, as vLLM's EAGLE)"),
+       field("sampling", &D::sampling, Enum(kDraftSampling), choices_doc(kDraftSampling, "", " (greedy: one-hot q, as vLLM's EAGLE)")),
        field("dtype", &D::dtype, Dtype(), "auto or target.dtype's value: the draft computes in the target's dtype"),
        field("aux_layers", &D::aux_layers, read_aux_layers, "target layers feeding EAGLE-3; empty = the checkpoint's")
            .comment("empty = the checkpoint's eagle_aux_hidden_state_layer_ids", [](const D& d) { return d.aux_layers.empty(); }),
@@ -194,15 +206,8 @@ void only_for(const At& a, const DatasetSection& d, bool Task::*option, std::str
     a.fail(fmt::format("{} only applies to {}{}, not {}", key, names_prefix, task_names_with(option, ", ", " and "), d.name), fix);
 }
 
-// Field docs naming the datasets (static: Field keeps a string_view).
-std::string_view names_doc() {
-  static const std::string s = join(kDatasetNames, " | ");
-  return s;
-}
 std::string_view with_doc(bool Task::*option, std::string_view before, std::string_view after) {
-  static std::vector<std::unique_ptr<std::string>> docs;  // stable addresses
-  docs.push_back(std::make_unique<std::string>(fmt::format("{}{}{}", before, task_names_with(option, " / ", " / "), after)));
-  return *docs.back();
+  return stable_doc(fmt::format("{}{}{}", before, task_names_with(option, " / ", " / "), after));
 }
 
 }  // namespace
@@ -210,7 +215,7 @@ std::string_view with_doc(bool Task::*option, std::string_view before, std::stri
 const Table<DatasetSection>& dataset_table() {
   using D = DatasetSection;
   static const Table<D> t{"dataset", {
-      field("name", &D::name, Enum(kDatasetNames, kDatasetAliases), names_doc())
+      field("name", &D::name, Enum(kDatasetNames, kDatasetAliases), choices_doc(kDatasetNames))
           .when_absent([](const MapReader& m, D&) {
             m.missing("name", fmt::format("add 'name: <{}>' under dataset", join(kDatasetNames, "|")));
           }),
@@ -230,7 +235,7 @@ const Table<DatasetSection>& dataset_table() {
           .after([](const At& a, const D& d) {
             if (d.n_shot > 0) only_for(a, d, &Task::n_shot, "n_shot", "", "remove it (or set n_shot: 0)");
           }),
-      field("prompt_format", &D::prompt_format, Enum(kPromptFormats), "raw | chat"),
+      field("prompt_format", &D::prompt_format, Enum(kPromptFormats), choices_doc(kPromptFormats)),
       field("thinking", &D::thinking, Bool(), "chat template with thinking enabled (chat only)").after([](const At& a, const D& d) {
         if (d.thinking && d.prompt_format == "raw")
           a.fail("thinking only applies to prompt_format: chat", "remove it or set prompt_format: chat");
@@ -240,14 +245,14 @@ const Table<DatasetSection>& dataset_table() {
       field("n", &D::n, Int(1, 100000, 200), with_doc(&Task::n, "", " only: number of generated problems"))
           .before([](const At& a, const D& d) { only_for(a, d, &Task::n, "n", "", "use dataset.limit to cap the number of requests"); })
           .yaml_if([](const D& d) { return task_has(d.name, &Task::n); }),
-      field("on_error", &D::on_error, Enum(kOnError), "fail | skip (bad JSONL lines)"),
+      field("on_error", &D::on_error, Enum(kOnError), choices_doc(kOnError, "", " (bad JSONL lines)")),
       field("prompt_template", &D::prompt_template, Str(), "empty = the dataset's prompt; else must contain {question}")
           .after([](const At& a, const D& d) {
             if (!d.prompt_template.empty() && d.prompt_template.find("{question}") == std::string::npos)
               a.fail("the template has no {question} placeholder", "write e.g. 'prompt_template: \"Question: {question}\\nAnswer:\"'");
           })
           .comment("empty = the dataset's standard prompt", [](const D& d) { return d.prompt_template.empty(); }),
-      field("scorer", &D::scorer, Enum(kScorers), "empty = the dataset's scorer; else gsm8k | squad | lm_eval_nq_open | qa | none")
+      field("scorer", &D::scorer, Enum(kScorers), choices_doc(kScorers, "empty = the dataset's scorer; else "))
           .skip_if([](const Node& n) { return n.IsScalar() && n.Scalar().empty(); })  // "" = default
           .comment("empty = the dataset's scorer", [](const D& d) { return d.scorer.empty(); }),
       section("fields", &D::fields, dataset_fields_table(), with_doc(&Task::fields, "", " only: which JSON keys hold what"))
@@ -286,10 +291,10 @@ const Table<VerifierSpec>& verifier_table() {
   using V = VerifierSpec;
   static const Table<V> t{
       "arms.N.verifier",
-      {field("type", &V::type, Enum(kVerifierTypes), "baseline | ears | typical | greedy"),
+      {field("type", &V::type, Enum(kVerifierTypes), choices_doc(kVerifierTypes)),
        field("beta", &V::beta, Real(0.1, ranges::kBeta), "ears: tolerance scale; a list sweeps")
            .skip_if([](const Node& n) { return n.IsSequence(); }),  // a sweep: the arm reader expands it
-       field("uncertainty", &V::uncertainty, Enum(kUncertainty), "ears: max_prob | entropy"),
+       field("uncertainty", &V::uncertainty, Enum(kUncertainty), choices_doc(kUncertainty, "ears: ")),
        field("eps", &V::eps, Real(0.09, ranges::kEps),
              "typical: probability floor"),
        field("delta", &V::delta, Real(0.3, ranges::kDelta), "typical: entropy scale")}};
@@ -304,7 +309,7 @@ const Table<RunSpec>& run_table() {
        field("repeats", &R::repeats, Int(1, kIntMax, 1), "measured passes over the dataset"),
        field("output_dir", &R::output_dir, EnvStr(), "empty = runs/<name>-<timestamp>; relative to the working directory")
            .comment("empty = runs/<name>-<timestamp>", [](const R&) { return true; }),
-       field("order", &R::order, Enum(kRunOrders), "interleaved | random"),
+       field("order", &R::order, Enum(kRunOrders), choices_doc(kRunOrders)),
        field("threads", &R::threads, Int(0, kIntMax, 0), "CPU threads; 0 = the logical CPUs idle at start-up")
            .comment("0 = the logical CPUs idle at start-up", [](const R&) { return true; })}};
   return t;
