@@ -20,6 +20,8 @@ enum FieldFlag : unsigned {
   kFieldValue = 1u << 5,        // read as json::value(key, default): a type mismatch (or null)
                                 // throws nlohmann's own error (kept for old files' messages)
   kFieldObject = 1u << 6,       // a JSON value written as {} when null
+  kFieldVaries = 1u << 7,       // may differ between two runs of the same request (timings, run_id):
+                                // duplicate results are compared without it (reports/report.cpp)
 };
 
 // True for the structs that carry a field list (nested objects in JSON).

@@ -43,10 +43,26 @@ const Comparison* Report::find_comparison(const std::string& arm) const {
 
 namespace {
 
-// The part of a result that must agree between duplicates (timings and run_id may differ).
+// The keys of RequestResult's fields flagged kFieldVaries (timings, run_id).
+struct VaryingKeys {
+  std::vector<const char*> keys;
+  template <class T>
+  void operator()(const char* key, const T&, const char*, unsigned flags) {
+    if (flags & kFieldVaries) keys.push_back(key);
+  }
+  void derived(const char*, double, const char*) {}
+};
+
+// The part of a result that must agree between duplicates.
 json outcome_of(const RequestResult& r) {
+  static const std::vector<const char*> varying = [] {
+    const RequestResult sample{};
+    VaryingKeys v;
+    RequestResult::fields(sample, v);
+    return v.keys;
+  }();
   json j = r;
-  for (const char* k : {"run_id", "latency_s", "ttft_s", "prefill_s", "draft_s", "verify_s", "other_s"}) j.erase(k);
+  for (const char* k : varying) j.erase(k);
   return j;
 }
 

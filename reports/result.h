@@ -75,8 +75,8 @@ struct RequestResult {
   using FieldListTag = void;
   template <class S, class V>
   static void fields(S& r, V& v) {
-    constexpr unsigned req = kFieldRequired, nonneg = kFieldNonNegative;
-    v("run_id", r.run_id, "the run that produced the result", 0);
+    constexpr unsigned req = kFieldRequired, nonneg = kFieldNonNegative, varies = kFieldVaries;
+    v("run_id", r.run_id, "the run that produced the result", varies);
     v("arm", r.arm, "arm name", req);
     v("request_id", r.request_id, "dataset request id", req);
     v("repeat", r.repeat, "repeat index (0-based)", 0);
@@ -85,12 +85,12 @@ struct RequestResult {
     v("prompt_tokens", r.prompt_tokens, "prompt length in tokens", nonneg);
     v("output_tokens", r.output_tokens, "tokens the user got (after stop-string / max-token truncation)", req | nonneg);
     v("latency_s", r.latency_s, "request start (before prefill) to last token, s; null = NaN",
-      req | nonneg | kFieldNullIsNaN);
-    v("ttft_s", r.ttft_s, "request start to first token, s", nonneg);
-    v("prefill_s", r.prefill_s, "time in the prefill, s", nonneg);
-    v("draft_s", r.draft_s, "time in the drafter, s (0 without one: target-only)", nonneg);
-    v("verify_s", r.verify_s, "time in target verification, s", nonneg);
-    v("other_s", r.other_s, "the rest of the latency, s", nonneg);
+      req | nonneg | kFieldNullIsNaN | varies);
+    v("ttft_s", r.ttft_s, "request start to first token, s", nonneg | varies);
+    v("prefill_s", r.prefill_s, "time in the prefill, s", nonneg | varies);
+    v("draft_s", r.draft_s, "time in the drafter, s (0 without one: target-only)", nonneg | varies);
+    v("verify_s", r.verify_s, "time in target verification, s", nonneg | varies);
+    v("other_s", r.other_s, "the rest of the latency, s", nonneg | varies);
     v("gamma", r.gamma, "draft length γ (0 for target-only)", 0);
     v("steps", r.steps, "target verification forwards (decode steps for target-only)", nonneg);
     v("drafted", r.drafted, "draft tokens proposed", nonneg);

@@ -517,6 +517,30 @@ TEST(RunDir, ShardsMergeAndRender) {
   fs::remove_all(root);
 }
 
+// A result written twice (a resume after a kill mid-batch, two merged copies) is one result when
+// only what varies between runs (kFieldVaries: run_id and the timings) differs; any other field
+// differing is a conflict naming the arm, request and repeat.
+TEST(RunDir, DuplicatesDifferOnlyInTimingsAndRunId) {
+  const RequestResult a = sweep_results()[0];
+  RequestResult b = a;
+  b.run_id = "another";
+  b.latency_s *= 2;
+  b.ttft_s += 1;
+  b.prefill_s += 1;
+  b.draft_s += 1;
+  b.verify_s += 1;
+  b.other_s += 1;
+  EXPECT_EQ(dedupe_results({a, b}).size(), 1u);
+  for (auto change : std::vector<std::function<void(RequestResult&)>>{
+           [](RequestResult& r) { r.text += "!"; }, [](RequestResult& r) { r.seed += 1; },
+           [](RequestResult& r) { r.prompt_tokens += 1; }, [](RequestResult& r) { r.correct = !r.correct; }}) {
+    RequestResult c = a;
+    change(c);
+    EXPECT_NE(error_of([&] { dedupe_results({a, c}); }).find("conflicting results for arm '" + a.arm + "'"),
+              std::string::npos);
+  }
+}
+
 // The number of lines never stands in for which results: a duplicated line hiding a missing one
 // left the report whole; a repeat past run.repeats or more results than the run expects are
 // refused (as `run --resume` refuses them) — they counted as extra requests.
