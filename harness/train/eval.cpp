@@ -3,19 +3,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <memory>
-#include <optional>
 #include <vector>
 
 #include "datasets/dataset.h"
 #include "datasets/scoring.h"
 #include "datasets/synth_gsm.h"
-#include "decoders/eagle3.h"
 #include "decoders/engine.h"
 #include "decoders/runtime.h"
 #include "decoders/tokenizer.h"
 #include "harness/base/error.h"
 #include "harness/run/decode_params.h"
+#include "harness/run/model_setup.h"
 #include "harness/train/corpus.h"
 #include "harness/train/loop.h"
 
@@ -27,7 +25,7 @@ namespace {
 
 // Greedy decoding (T = 0) of gamma draft tokens a step (0: target alone), stopping at the
 // tokenizer's and the config's stop ids.
-DecodeParams greedy_params(const CausalLM& target, const Tokenizer& tok, int gamma, int64_t max_new_tokens) {
+DecodeParams greedy_params(const LoadedModels& m, int gamma, int64_t max_new_tokens) {
   runner::DecodeSettings s;
   s.temperature = 0;
   s.gamma = gamma;
@@ -35,29 +33,30 @@ DecodeParams greedy_params(const CausalLM& target, const Tokenizer& tok, int gam
   s.draft_sampling = "greedy";
   s.verifier = "greedy";
   s.distortion = false;
-  std::vector<int32_t> stop_ids = tok.stop_token_ids();
-  for (int64_t e : target.config().eos_token_ids)
-    if (std::find(stop_ids.begin(), stop_ids.end(), e) == stop_ids.end()) stop_ids.push_back(static_cast<int32_t>(e));
-  return runner::decode_params(s, std::move(stop_ids));
+  return runner::decode_params(s, stop_token_ids(m));
+}
+
+// The target (and, with a draft directory, its EAGLE-3 head) on the CPU, with its tokenizer.
+LoadedModels load_pair(const fs::path& target_dir, const fs::path& draft_dir, const std::string& dtype) {
+  ModelSetup setup;
+  setup.target_path = target_dir.string();
+  setup.dtype = dtype;
+  if (!draft_dir.empty()) {
+    setup.draft_kind = "eagle3";
+    setup.draft_path = draft_dir.string();
+  }
+  return load_models(setup, /*need_tokenizer=*/true);
 }
 
 }  // namespace
 
 EvalResult evaluate_pair(const fs::path& target_dir, const fs::path& draft_dir, int64_t n, int gamma, int64_t max_new_tokens,
                          const std::string& dtype) {
-  std::optional<c10::ScalarType> dt;
-  if (dtype != "auto") dt = parse_dtype(dtype, "eval dtype");
-  const CausalLM target = CausalLM::load(target_dir, c10::Device(c10::kCPU), dt);
-  const Tokenizer tok = Tokenizer::load(target_dir);
-  std::unique_ptr<Eagle3Head> head;
-  std::unique_ptr<Drafter> drafter;
-  if (!draft_dir.empty()) {
-    head = std::make_unique<Eagle3Head>(Eagle3Head::load(draft_dir, target));
-    drafter = make_eagle3_drafter(*head);
-  }
+  const LoadedModels m = load_pair(target_dir, draft_dir, dtype);
+  const Tokenizer& tok = *m.tokenizer;
   const auto problems = synth_gsm_pairs(static_cast<std::size_t>(n), 0, "test");
-  const DecodeParams dp = greedy_params(target, tok, drafter ? gamma : 0, max_new_tokens);
-  Engine engine(target, drafter.get(), &tok);
+  const DecodeParams dp = greedy_params(m, m.drafter ? gamma : 0, max_new_tokens);
+  Engine engine(*m.target, m.drafter.get(), &tok);
   EvalResult res;
   int64_t correct = 0, steps = 0, emitted = 0, tokens = 0;
   double seconds = 0;
@@ -91,10 +90,9 @@ EvalResult evaluate_pair(const fs::path& target_dir, const fs::path& draft_dir, 
 void regenerate_answers(const fs::path& target_dir, std::vector<TrainDoc>& docs, int64_t n, int64_t max_new_tokens,
                         const LogFn& log) {
   const double t0 = now_s();
-  const CausalLM target = CausalLM::load(target_dir, c10::Device(c10::kCPU), std::nullopt);
-  const Tokenizer tok = Tokenizer::load(target_dir);
-  const DecodeParams dp = greedy_params(target, tok, 0, max_new_tokens);
-  Engine engine(target, nullptr, &tok);
+  const LoadedModels m = load_pair(target_dir, "", "auto");
+  const DecodeParams dp = greedy_params(m, 0, max_new_tokens);
+  Engine engine(*m.target, nullptr, m.tokenizer.get());
   const std::size_t count = std::min(docs.size(), static_cast<std::size_t>(std::max<int64_t>(n, 0))), batch = 16;
   std::size_t replaced = 0, tokens = 0;
   for (std::size_t i = 0; i < count; i += batch) {
