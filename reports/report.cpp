@@ -86,8 +86,8 @@ std::vector<RequestResult> dedupe_results(const std::vector<RequestResult>& resu
     const RequestResult& first = out[it->second];
     if (outcome_of(first) != outcome_of(r))
       fail("conflicting results for arm '{}' request '{}' repeat {} (runs '{}' and '{}' disagree on the output "
-           "or its statistics); remove one of them from the results.jsonl files being merged",
-           r.arm, r.request_id, r.repeat, first.run_id, r.run_id);
+           "or its statistics); keep one of the two lines (grep '\"request_id\":\"{}\"' results.jsonl)",
+           r.arm, r.request_id, r.repeat, first.run_id, r.run_id, r.request_id);
   }
   return out;
 }
