@@ -11,6 +11,7 @@
 #include <random>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -84,6 +85,11 @@ TEST(RunnerCli, RunMetaSaysWhatRan) {
                         "ears_bench_version", "command_line"})
     EXPECT_TRUE(meta["environment"].contains(k)) << k;
   EXPECT_EQ(meta["environment"]["threads"], 1);
+  // The commit the binary was built from (stamped at build time), with -dirty for local changes;
+  // "unknown" only outside a git checkout.
+  const std::string commit = meta["environment"]["git_commit"].get<std::string>();
+  if (fs::exists(test::source_dir() / ".git"))
+    EXPECT_TRUE(std::regex_match(commit, std::regex("[0-9a-f]{7,40}(-dirty)?"))) << commit;
   // What ran (harness/run/environment.h): the resolved dtype next to the requested one, the kernel
   // path, the wait policy, the CPU's ISA and the load around the run.
   for (const char* k : {"dtype_requested", "compute_dtype", "weight_dtype", "checkpoint_dtype", "kernel_path",

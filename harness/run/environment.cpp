@@ -9,7 +9,6 @@
 #include <malloc.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <cstring>
@@ -23,7 +22,7 @@
 #include "decoders/model.h"
 #include "decoders/runtime.h"
 #include "decoders/work_pool.h"
-#include "harness/base/strings.h"
+#include "ears_git_commit.h"  // generated: scripts/git_stamp.cmake
 
 namespace ears {
 using json = nlohmann::json;
@@ -187,24 +186,7 @@ std::string resolved_dtype_name(const std::string& path, const std::string& dtyp
 
 namespace runner {
 
-std::string git_commit() {
-#ifdef EARS_SOURCE_DIR
-  std::string dir = EARS_SOURCE_DIR;
-  std::string quoted = "'";
-  for (char c : dir) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  quoted += "'";
-  const std::string cmd = fmt::format("git -C {} rev-parse --short HEAD 2>/dev/null", quoted);
-  if (std::FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[128] = {};
-    std::string out;
-    while (std::fgets(buf, sizeof buf, p)) out += buf;
-    const int rc = ::pclose(p);
-    out = trim(out);
-    if (rc == 0 && !out.empty()) return out;
-  }
-#endif
-  return "unknown";
-}
+std::string git_commit() { return EARS_GIT_COMMIT; }
 
 std::string host_name() {
   char buf[256] = {};

@@ -76,7 +76,7 @@ std::string resolved_dtype_name(const std::string& path, const std::string& dtyp
 
 // Facts about this process for a run's report.environment.
 namespace runner {
-std::string git_commit();  // `git rev-parse --short HEAD` of the source dir, else "unknown"
+std::string git_commit();  // the build's `git describe --always --dirty` (scripts/git_stamp.cmake), else "unknown"
 std::string host_name();
 std::string command_line();  // /proc/self/cmdline, arguments joined by spaces (quoted when needed)
 std::string now_iso();       // local time, "YYYY-mm-ddTHH:MM:SS+zzzz"
