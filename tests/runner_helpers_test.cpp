@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <nlohmann/json.hpp>
@@ -15,8 +17,10 @@
 
 #include "decoders/engine.h"
 #include "datasets/dataset.h"
+#include "decoders/safetensors_header.h"
 #include "harness/base/error.h"
 #include "harness/run/progress.h"
+#include "harness/run/run_dir.h"
 #include "harness/run/runner.h"
 #include "reports/report.h"
 #include "tests/test_util.h"
@@ -116,6 +120,55 @@ TEST(RunnerHelpers, RepairJsonlTail) {
     w.sync();
   }
   EXPECT_EQ(test::read_file(f), "x\ny\n");
+  fs::remove_all(dir);
+}
+
+// What --resume and merge compare: a retrained checkpoint saved under the same names (same header)
+// passed, so did a changed tokenizer and changed prompts (few-shot exemplars, a generator).
+TEST(RunnerHelpers, FingerprintsSeeWeightsTokenizerAndPrompts) {
+  const fs::path dir = test::temp_dir("fingerprint");
+  const fs::path a = dir / "a", b = dir / "b";
+  fs::copy(test::source_dir() / "models" / "tiny-qwen3", a);
+  fs::copy(test::source_dir() / "models" / "tiny-qwen3", b);
+  const std::string fp = checkpoint_fingerprint(a);
+  EXPECT_EQ(fp.size(), 16u);
+  EXPECT_EQ(checkpoint_fingerprint(b), fp);  // the content, not the path or the times
+  EXPECT_EQ(checkpoint_fingerprint(dir / "none"), "");
+
+  const fs::path st = b / "model.safetensors";
+  std::string bytes = test::read_file(st);
+  const SafetensorsHeader h =
+      parse_safetensors_header(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), st.string());
+  const SafetensorsTensor* g0 = h.find("model.layers.0.mlp.gate_proj.weight");
+  const SafetensorsTensor* g1 = h.find("model.layers.1.mlp.gate_proj.weight");
+  ASSERT_TRUE(g0 && g1 && g0->nbytes() == g1->nbytes());
+  auto rewrite = [&](const std::string& content) {
+    std::ofstream(st, std::ios::binary | std::ios::trunc) << content;
+    return checkpoint_fingerprint(b);
+  };
+  std::string swapped = bytes;  // two same-shaped tensors exchanged: the header is unchanged
+  std::copy_n(bytes.begin() + static_cast<long>(g1->begin), g1->nbytes(), swapped.begin() + static_cast<long>(g0->begin));
+  std::copy_n(bytes.begin() + static_cast<long>(g0->begin), g0->nbytes(), swapped.begin() + static_cast<long>(g1->begin));
+  EXPECT_NE(rewrite(swapped), fp);
+  std::string inner = bytes;  // one byte of a tensor's 5th sampled block (of 10)
+  inner[g0->begin + g0->nbytes() * 4 / 9 + 1] ^= 0x40;
+  EXPECT_NE(rewrite(inner), fp);
+  EXPECT_EQ(rewrite(bytes), fp);
+  std::ofstream(b / "tokenizer.json", std::ios::app) << " ";
+  EXPECT_NE(checkpoint_fingerprint(b), fp);
+
+  std::vector<Request> reqs(2);
+  reqs[0].id = "gsm8k/test/0", reqs[0].prompt = "Q: 1+1?", reqs[0].gold = {"2"};
+  reqs[1].id = "gsm8k/test/1", reqs[1].prompt = "Q: 2+2?", reqs[1].gold = {"4"};
+  const std::string rp = requests_fingerprint(reqs);
+  EXPECT_EQ(requests_fingerprint(reqs), rp);
+  for (auto change : std::vector<std::function<void(std::vector<Request>&)>>{
+           [](auto& r) { r[1].prompt += " "; }, [](auto& r) { r[0].gold = {"3"}; }, [](auto& r) { r[1].id = "x"; },
+           [](auto& r) { std::swap(r[0], r[1]); }, [](auto& r) { r.pop_back(); }}) {
+    std::vector<Request> other = reqs;
+    change(other);
+    EXPECT_NE(requests_fingerprint(other), rp);
+  }
   fs::remove_all(dir);
 }
 

@@ -45,23 +45,62 @@ RunDirLock::~RunDirLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the flock
 }
 
+namespace {
+
+// Every tensor's first and last 4 KiB and 8 evenly spaced 4 KiB blocks between, hashed into h
+// (header: the file's parsed safetensors header).
+uint64_t hash_tensor_samples(std::ifstream& in, const SafetensorsHeader& header, uint64_t h) {
+  constexpr uint64_t kBlock = 4096, kInner = 8;
+  std::string block;
+  for (const SafetensorsTensor& t : header.tensors) {
+    const uint64_t n = t.nbytes();
+    for (uint64_t k = 0; k < kInner + 2; ++k) {
+      const uint64_t at = k == 0 ? 0 : k == kInner + 1 ? (n > kBlock ? n - kBlock : 0) : n * k / (kInner + 1);
+      block.resize(static_cast<size_t>(std::min(kBlock, n - std::min(at, n))));
+      in.clear();
+      in.seekg(static_cast<std::streamoff>(t.begin + at));
+      in.read(block.data(), static_cast<std::streamsize>(block.size()));
+      h = fnv1a64(block, h);
+    }
+  }
+  return h;
+}
+
+// One safetensors file: its name, size, header and the tensors' sampled bytes. A header the loader
+// would refuse is hashed as bytes (the load names the problem).
+uint64_t hash_safetensors_file(const fs::path& f, uint64_t h) {
+  std::error_code ec;
+  const uint64_t size = fs::file_size(f, ec);
+  std::ifstream in(f, std::ios::binary);
+  uint64_t n = 0;
+  in.read(reinterpret_cast<char*>(&n), 8);  // little-endian header length
+  std::string head(8 + static_cast<size_t>(std::min<uint64_t>(n, 100u << 20)), '\0');
+  std::memcpy(head.data(), &n, 8);
+  in.read(head.data() + 8, static_cast<std::streamsize>(head.size() - 8));
+  h = fnv1a64(fmt::format("{}|{}|", f.filename().string(), size), h);
+  h = fnv1a64(std::string_view(head).substr(8), h);
+  try {
+    const SafetensorsHeader header =
+        parse_safetensors_header(reinterpret_cast<const uint8_t*>(head.data()), size, f.string());
+    h = hash_tensor_samples(in, header, h);
+  } catch (const Error&) {
+  }
+  return h;
+}
+
+}  // namespace
+
 std::string checkpoint_fingerprint(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return "";
   uint64_t h = fnv1a64(fs::exists(dir / "config.json") ? read_file(dir / "config.json", "config.json") : "");
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"})
+    if (fs::is_regular_file(dir / name)) h = fnv1a64(fmt::format("{}|{}", name, read_file(dir / name, name)), h);
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(dir, ec))
     if (e.path().extension() == ".safetensors") files.push_back(e.path());
   std::sort(files.begin(), files.end());
-  for (const auto& f : files) {
-    std::ifstream in(f, std::ios::binary);
-    uint64_t n = 0;
-    in.read(reinterpret_cast<char*>(&n), 8);  // little-endian header length
-    std::string header(static_cast<size_t>(std::min<uint64_t>(n, 100u << 20)), '\0');
-    in.read(header.data(), static_cast<std::streamsize>(header.size()));
-    h = fnv1a64(fmt::format("{}|{}|", f.filename().string(), fs::file_size(f, ec)), h);
-    h = fnv1a64(header, h);
-  }
+  for (const auto& f : files) h = hash_safetensors_file(f, h);
   return fmt::format("{:016x}", h);
 }
 
@@ -70,14 +109,26 @@ std::string file_fingerprint(const std::string& path) {
   return fmt::format("{:016x}", fnv1a64(read_file(path, "the dataset file")));
 }
 
-json run_fingerprint(const config::ExperimentSpec& spec, const std::string& dataset_path) {
+std::string requests_fingerprint(const std::vector<Request>& requests) {
+  uint64_t h = fnv1a64("");
+  for (const Request& r : requests) {
+    h = fnv1a64(fmt::format("{}|{}|{}|", r.id.size(), r.prompt.size(), r.gold.size()), h);
+    h = fnv1a64(r.id, h);
+    h = fnv1a64(r.prompt, h);
+    for (const std::string& g : r.gold) h = fnv1a64(fmt::format("{}|{}", g.size(), g), h);
+  }
+  return fmt::format("{:016x}", h);
+}
+
+json run_fingerprint(const config::ExperimentSpec& spec, const Dataset& dataset) {
   json drafts = json::object();
   for (const auto& a : spec.arms)
     if (a.draft.kind != "none" && !drafts.contains(a.draft.path))
       drafts[a.draft.path] = checkpoint_fingerprint(a.draft.path);
   return {{"target", checkpoint_fingerprint(spec.target.path)},
           {"drafts", drafts},
-          {"dataset", file_fingerprint(dataset_path)}};
+          {"dataset", file_fingerprint(dataset.resolved_path)},
+          {"prompts", requests_fingerprint(dataset.requests)}};
 }
 
 std::vector<std::string> check_resume_matches(const fs::path& dir, const json& recorded_config,

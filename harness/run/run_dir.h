@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "datasets/dataset.h"
 #include "harness/config/config.h"
 
 namespace ears::runner {
@@ -26,14 +27,22 @@ class RunDirLock {
   int fd_ = -1;
 };
 
-// fnv1a64 (hex) over config.json and, per *.safetensors file, its name, size and header (the
-// tensor table) — never the weights, so it costs milliseconds on a 60 GB checkpoint.
+// fnv1a64 (hex) over config.json, the tokenizer files (tokenizer.json, tokenizer_config.json,
+// generation_config.json) and, per *.safetensors file, its name, size, header (the tensor table)
+// and a sample of every tensor's bytes: its first and last 4 KiB and 8 evenly spaced 4 KiB blocks.
+// Retrained or edited weights saved under the same names change it (the header alone did not); it
+// reads ~40 KiB a tensor, not a 60 GB checkpoint — an edit confined to unsampled bytes goes unseen.
 std::string checkpoint_fingerprint(const std::filesystem::path& dir);
 // fnv1a64 (hex) of a file's bytes ("" for an empty path: a generated dataset).
 std::string file_fingerprint(const std::string& path);
+// fnv1a64 (hex) of the requests' ids, prompts (few-shot exemplars and template included) and gold
+// answers: what the arms were asked, whichever files and generator produced it.
+std::string requests_fingerprint(const std::vector<Request>& requests);
 
-// environment.fingerprint of run_meta.json: {"target": fp, "drafts": {path: fp}, "dataset": fp}.
-nlohmann::json run_fingerprint(const config::ExperimentSpec& spec, const std::string& dataset_path);
+// environment.fingerprint of run_meta.json:
+//   {"target": fp, "drafts": {path: fp}, "dataset": fp of the file, "prompts": fp of the requests}
+// over every request the dataset yields (not one shard's), so the shards of a run agree.
+nlohmann::json run_fingerprint(const config::ExperimentSpec& spec, const Dataset& dataset);
 
 // --resume: the run's config.yaml (and its models and dataset) must be what the run started
 // with. Differences -> ears::Error naming them, unless `force`; then they are returned (the

@@ -292,7 +292,7 @@ void start_meta(Run& r) {
   meta.config = config::to_json(r.spec);
   meta.expected_results = r.expected;
   const json dataset = dataset_json(r);
-  const json fingerprint = run_fingerprint(r.spec, r.dataset.resolved_path);
+  const json fingerprint = run_fingerprint(r.spec, r.dataset);
   meta.environment = r.resume ? resumed_environment(r, fingerprint, dataset) : fresh_environment(r, fingerprint);
   meta.dataset = dataset;
   r.arms.resize(r.spec.arms.size());
