@@ -3,6 +3,7 @@
 // (harness/config/schema.cpp) check the same ranges at load time with a located message.
 // Torch-free and header-only (it needs only harness/base) so that the config library can use it.
 #pragma once
+#include <array>
 #include <cmath>
 #include <string_view>
 
@@ -24,6 +25,12 @@ inline constexpr Range kBeta{[](double v) { return v >= 0 && std::isfinite(v); }
 // typical acceptance: eps = 0 or delta = 0 accepts nothing; eps is a probability floor.
 inline constexpr Range kEps{[](double v) { return v > 0 && v <= 1; }, "eps must be > 0 and <= 1"};
 inline constexpr Range kDelta{[](double v) { return v > 0 && std::isfinite(v); }, "delta must be > 0"};
+
+// The verifier rules and EARS's uncertainty measures by name, in the order of VerifierSpec::Kind
+// and VerifierSpec::Uncertainty (decoders/verify.h): parse / to_string and the config's allowed
+// values both read these.
+inline constexpr std::array<std::string_view, 4> kVerifierNames = {"baseline", "ears", "typical", "greedy"};
+inline constexpr std::array<std::string_view, 2> kUncertaintyNames = {"max_prob", "entropy"};
 
 // The run-time check (decoders' validate()): "<where>.<key> = <v> is invalid; <fix>" as an ears::Error.
 inline void check(const Range& r, std::string_view where, std::string_view key, double v) {

@@ -9,6 +9,7 @@
 #include <ATen/ops/xlogy.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 
@@ -21,32 +22,35 @@ namespace ears {
 
 // ---- names ----
 
+static_assert(ranges::kVerifierNames.size() == VerifierSpec::Greedy + 1, "a name for every VerifierSpec::Kind");
+static_assert(ranges::kUncertaintyNames.size() == VerifierSpec::Entropy + 1, "a name for every Uncertainty");
+
+namespace {
+// The index of `name` in `names` (ranges::kVerifierNames, ...), or -1.
+template <std::size_t N>
+int index_of(const std::array<std::string_view, N>& names, std::string_view name) {
+  for (std::size_t i = 0; i < N; ++i)
+    if (names[i] == name) return static_cast<int>(i);
+  return -1;
+}
+}  // namespace
+
 VerifierSpec::Kind parse_verifier_kind(std::string_view name) {
-  if (name == "baseline") return VerifierSpec::Baseline;
-  if (name == "ears") return VerifierSpec::Ears;
-  if (name == "typical") return VerifierSpec::Typical;
-  if (name == "greedy") return VerifierSpec::Greedy;
-  fail("unknown verifier '{}'; use one of baseline, ears, typical, greedy", name);
+  const int i = index_of(ranges::kVerifierNames, name);
+  if (i < 0) fail("unknown verifier '{}'; use one of {}", name, fmt::join(ranges::kVerifierNames, ", "));
+  return static_cast<VerifierSpec::Kind>(i);
 }
 
-std::string to_string(VerifierSpec::Kind kind) {
-  switch (kind) {
-    case VerifierSpec::Baseline: return "baseline";
-    case VerifierSpec::Ears: return "ears";
-    case VerifierSpec::Typical: return "typical";
-    case VerifierSpec::Greedy: return "greedy";
-  }
-  return "?";
-}
+std::string to_string(VerifierSpec::Kind kind) { return std::string(ranges::kVerifierNames.at(static_cast<std::size_t>(kind))); }
 
 VerifierSpec::Uncertainty parse_uncertainty(std::string_view name) {
-  if (name == "max_prob") return VerifierSpec::MaxProb;
-  if (name == "entropy") return VerifierSpec::Entropy;
-  fail("unknown EARS uncertainty '{}'; use max_prob or entropy", name);
+  const int i = index_of(ranges::kUncertaintyNames, name);
+  if (i < 0) fail("unknown EARS uncertainty '{}'; use one of {}", name, fmt::join(ranges::kUncertaintyNames, ", "));
+  return static_cast<VerifierSpec::Uncertainty>(i);
 }
 
 std::string to_string(VerifierSpec::Uncertainty u) {
-  return u == VerifierSpec::Entropy ? "entropy" : "max_prob";
+  return std::string(ranges::kUncertaintyNames.at(static_cast<std::size_t>(u)));
 }
 
 void validate(const VerifierSpec& s, std::string_view where) {

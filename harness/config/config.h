@@ -18,6 +18,7 @@
 
 #include "datasets/scoring.h"
 #include "datasets/tasks.h"
+#include "decoders/param_ranges.h"
 #include "reports/gate.h"
 
 namespace ears::config {
@@ -27,8 +28,8 @@ inline constexpr std::array<std::string_view, 4> kDtypes = {"auto", "float32", "
 inline constexpr std::array<std::string_view, 3> kDraftKinds = {"eagle3", "model", "none"};
 inline constexpr std::array<std::string_view, 2> kDraftSampling = {"sample", "greedy"};
 inline constexpr std::array<std::string_view, 2> kAuxLayerConventions = {"hf", "sglang"};
-inline constexpr std::array<std::string_view, 4> kVerifierTypes = {"baseline", "ears", "typical", "greedy"};
-inline constexpr std::array<std::string_view, 2> kUncertainty = {"max_prob", "entropy"};
+inline constexpr auto kVerifierTypes = ranges::kVerifierNames;  // decoders/param_ranges.h
+inline constexpr auto kUncertainty = ranges::kUncertaintyNames;
 inline constexpr auto kDatasetNames = ears::task_names();  // datasets/tasks.h kTaskTable
 inline constexpr std::array<std::string_view, 2> kPromptFormats = {"raw", "chat"};
 inline constexpr std::array<std::string_view, 2> kOnError = {"fail", "skip"};

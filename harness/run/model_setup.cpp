@@ -5,6 +5,8 @@
 
 #include "decoders/runtime.h"
 #include "harness/base/error.h"
+#include "harness/base/strings.h"
+#include "harness/config/config.h"
 
 namespace ears {
 
@@ -39,9 +41,10 @@ LoadedModels load_models(const ModelSetup& s, bool need_tokenizer) {
       fail("draft checkpoint directory '{}' does not exist; fix draft.path (or --draft)", s.draft_path);
     Eagle3Options opt;
     opt.aux_layers = s.aux_layers;
+    if (!contains(config::kAuxLayerConventions, s.aux_layer_convention))
+      fail("draft.aux_layer_convention '{}' is not one of: {}", s.aux_layer_convention,
+           join(config::kAuxLayerConventions, ", "));
     if (s.aux_layer_convention == "sglang") opt.convention = AuxLayerConvention::Sglang;
-    else if (s.aux_layer_convention != "hf")
-      fail("draft.aux_layer_convention '{}' is not one of: hf, sglang", s.aux_layer_convention);
     m.head = std::make_unique<Eagle3Head>(Eagle3Head::load(s.draft_path, *m.target, opt));
     m.drafter = make_eagle3_drafter(*m.head);
   } else if (s.draft_kind == "model") {
@@ -55,7 +58,7 @@ LoadedModels load_models(const ModelSetup& s, bool need_tokenizer) {
       m.drafter = make_model_drafter(*m.draft_model, m.target->config().vocab_size);
     }
   } else if (s.draft_kind != "none") {
-    fail("draft.kind '{}' is not one of: eagle3, model, none", s.draft_kind);
+    fail("draft.kind '{}' is not one of: {}", s.draft_kind, join(config::kDraftKinds, ", "));
   }
   m.load_s = now_s() - t0;
   return m;
