@@ -19,6 +19,7 @@
 #include "datasets/dataset.h"
 #include "decoders/safetensors_header.h"
 #include "harness/base/error.h"
+#include "harness/run/decode_params.h"
 #include "harness/run/progress.h"
 #include "harness/run/run_dir.h"
 #include "harness/run/runner.h"
@@ -170,6 +171,31 @@ TEST(RunnerHelpers, FingerprintsSeeWeightsTokenizerAndPrompts) {
     EXPECT_NE(requests_fingerprint(other), rp);
   }
   fs::remove_all(dir);
+}
+
+// One set of decoding defaults: the engine's (DecodeParams{}), which DecodeSettings reads, and the
+// torch-free config's, which must say the same but for the paper's temperature 0.9.
+TEST(DecodeSettings, DefaultsAreTheEnginesAndTheConfigs) {
+  const DecodeParams engine{};
+  const DecodeParams settings = decode_params(DecodeSettings{}, {});
+  const DecodeParams config = decode_params(decode_settings(config::ArmSpec{}), {});
+  for (const DecodeParams* p : {&settings, &config}) {
+    const std::string which = p == &settings ? "DecodeSettings{}" : "config::ArmSpec{}";
+    EXPECT_EQ(p->sampling.top_k, engine.sampling.top_k) << which;
+    EXPECT_EQ(p->sampling.top_p, engine.sampling.top_p) << which;
+    EXPECT_EQ(p->gamma, engine.gamma) << which;
+    EXPECT_EQ(p->max_new_tokens, engine.max_new_tokens) << which;
+    EXPECT_EQ(p->measure_distortion, engine.measure_distortion) << which;
+    EXPECT_EQ(p->draft_greedy, engine.draft_greedy) << which;
+    EXPECT_EQ(p->verifier.kind, engine.verifier.kind) << which;
+    EXPECT_EQ(p->verifier.beta, engine.verifier.beta) << which;
+    EXPECT_EQ(p->verifier.uncertainty, engine.verifier.uncertainty) << which;
+    EXPECT_EQ(p->verifier.typical_eps, engine.verifier.typical_eps) << which;
+    EXPECT_EQ(p->verifier.typical_delta, engine.verifier.typical_delta) << which;
+    EXPECT_TRUE(p->stop_strings.empty()) << which;
+  }
+  EXPECT_EQ(settings.sampling.temperature, engine.sampling.temperature);
+  EXPECT_EQ(config.sampling.temperature, 0.9);
 }
 
 TEST(RunnerHelpers, ProgressText) {

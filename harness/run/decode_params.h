@@ -12,20 +12,22 @@
 namespace ears::runner {
 
 // The user-level fields, spelled as the config and the command line spell them. The defaults are
-// DecodeParams' own (SamplingParams, VerifierSpec), so a field left alone changes nothing.
+// read off DecodeParams' own (SamplingParams, VerifierSpec), so a field left alone changes nothing.
+// The config's defaults (harness/config/config.h, torch-free) are the same but for the paper's
+// temperature 0.9 (tests: DecodeSettings.DefaultsAreTheEnginesAndTheConfigs).
 struct DecodeSettings {
-  double temperature = 1;
-  int64_t top_k = 0;
-  double top_p = 1;
-  int gamma = 5;
-  int64_t max_new_tokens = 256;
-  bool distortion = true;                  // DecodeParams::measure_distortion
-  std::string draft_sampling = "sample";   // sample | greedy (only "greedy" is checked for)
-  std::string verifier = "baseline";       // parse_verifier_kind: throws ears::Error on others
-  double beta = 0.1;
-  std::string uncertainty = "max_prob";    // parse_uncertainty: throws ears::Error on others
-  double eps = 0.09, delta = 0.3;          // typical
-  std::vector<std::string> stop;           // stop strings
+  double temperature = SamplingParams{}.temperature;
+  int64_t top_k = SamplingParams{}.top_k;
+  double top_p = SamplingParams{}.top_p;
+  int gamma = DecodeParams{}.gamma;
+  int64_t max_new_tokens = DecodeParams{}.max_new_tokens;
+  bool distortion = DecodeParams{}.measure_distortion;
+  std::string draft_sampling = DecodeParams{}.draft_greedy ? "greedy" : "sample";  // only "greedy" is checked for
+  std::string verifier = to_string(VerifierSpec{}.kind);          // parse_verifier_kind: throws ears::Error on others
+  double beta = VerifierSpec{}.beta;
+  std::string uncertainty = to_string(VerifierSpec{}.uncertainty);  // parse_uncertainty: throws ears::Error on others
+  double eps = VerifierSpec{}.typical_eps, delta = VerifierSpec{}.typical_delta;  // typical
+  std::vector<std::string> stop;                                   // stop strings
 };
 
 // settings + stop token ids -> DecodeParams.
