@@ -85,6 +85,25 @@ TEST(BundledModels, LoadAsShipped) {
   EXPECT_EQ(head().aux_layers().size(), 3u);
 }
 
+// The aux layer ids fc reads, by convention: hf ids are the hidden state entering layer i (EAGLE,
+// vLLM), sglang ids the output of layer i, one more in hf terms — given in options and in the
+// checkpoint's eagle_config alike; checked against the target's 0..num_hidden_layers (6).
+TEST(BundledModels, EagleAuxLayersFollowTheConvention) {
+  EXPECT_EQ(head().aux_layers(), (std::vector<int>{1, 3, 5}));  // the checkpoint's eagle_config, hf
+  auto ids = [](std::vector<int> given, AuxLayerConvention c) {
+    Eagle3Options o;
+    o.aux_layers = std::move(given);
+    o.convention = c;
+    return Eagle3Head::load(kModels / "tiny-eagle3", target(), o).aux_layers();
+  };
+  EXPECT_EQ(ids({0, 2, 4}, AuxLayerConvention::Hf), (std::vector<int>{0, 2, 4}));
+  EXPECT_EQ(ids({0, 2, 4}, AuxLayerConvention::Sglang), (std::vector<int>{1, 3, 5}));
+  Eagle3Options sglang;
+  sglang.convention = AuxLayerConvention::Sglang;
+  EXPECT_EQ(Eagle3Head::load(kModels / "tiny-eagle3", target(), sglang).aux_layers(), (std::vector<int>{2, 4, 6}));
+  EXPECT_THROW(ids({1, 3, 6}, AuxLayerConvention::Sglang), Error);  // 7 > 6 layers
+}
+
 TEST(BundledModels, ReproduceTheRecordedGreedyContinuation) {
   const json rec = json::parse(test::read_file(test::source_dir() / "tests/data/bundled-greedy.json"));
   const auto prompt_ids = tokenizer().encode(qwen3_chat_prompt(rec["question"].get<std::string>(), false));

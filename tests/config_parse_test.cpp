@@ -109,12 +109,15 @@ TEST(Config, ExplicitBaselineFlag) {
   EXPECT_EQ(s.baseline_arm().name, "ears");
 }
 
-TEST(Config, SglangAuxLayerConventionShiftsIds) {
+// The ids are kept as written with their convention; the head shifts sglang ids (decoders/eagle3.cpp,
+// BundledModels.EagleAuxLayersFollowTheConvention).
+TEST(Config, AuxLayersKeepTheirConvention) {
   ExperimentSpec s = parse(inject("  path: /m/draft", "  aux_layers: [1, 3, 5]\n  aux_layer_convention: sglang"));
   EXPECT_EQ(s.draft.aux_layers, (std::vector<int>{1, 3, 5}));
-  EXPECT_EQ(s.draft.hf_aux_layers(), (std::vector<int>{2, 4, 6}));
+  EXPECT_EQ(s.draft.aux_layer_convention, "sglang");
   ExperimentSpec h = parse(inject("  path: /m/draft", "  aux_layers: [2, 3, 3]"));
-  EXPECT_EQ(h.draft.hf_aux_layers(), (std::vector<int>{2, 3, 3}));
+  EXPECT_EQ(h.draft.aux_layers, (std::vector<int>{2, 3, 3}));
+  EXPECT_EQ(h.draft.aux_layer_convention, "hf");
 }
 
 // ------------------------------------------------------------------ per-arm overrides and sweeps

@@ -286,13 +286,6 @@ const Table<ExperimentSpec>& root_table() {
 
 // ================================================================ public
 
-std::vector<int> DraftSpec::hf_aux_layers() const {
-  std::vector<int> out = aux_layers;
-  if (aux_layer_convention == "sglang")
-    for (int& id : out) ++id;
-  return out;
-}
-
 std::size_t ExperimentSpec::baseline_index() const {
   for (size_t i = 0; i < arms.size(); ++i)
     if (arms[i].baseline) return i;

@@ -55,8 +55,6 @@ struct DraftSpec {
   std::vector<int> aux_layers;      // empty = the checkpoint's eagle_aux_hidden_state_layer_ids
   std::string aux_layer_convention = "hf";  // hf: id i = hidden state entering layer i (EAGLE,
                                             // vLLM, our fixtures); sglang: output of layer i
-  // aux_layers in the hf convention (sglang ids + 1). Empty when aux_layers is empty.
-  std::vector<int> hf_aux_layers() const;
   bool operator==(const DraftSpec&) const = default;
 };
 
