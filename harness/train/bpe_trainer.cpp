@@ -4,13 +4,13 @@
 
 #include <algorithm>
 #include <array>
-#include <fstream>
 #include <queue>
 #include <unordered_map>
 
 #include "decoders/tokenizer.h"
 #include "harness/base/utf8.h"
 #include "harness/base/error.h"
+#include "harness/base/files.h"
 
 namespace ears {
 namespace {
@@ -135,13 +135,6 @@ std::string tokenizer_config_json(int32_t first_added, const BpeTrainerOptions& 
   return root.dump(2) + "\n";
 }
 
-void write_text(const std::filesystem::path& file, const std::string& text) {
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  if (!out) fail("{}: cannot open for writing", file.string());
-  out << text;
-  if (!out) fail("{}: write failed", file.string());
-}
-
 uint64_t key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
 
 struct HeapItem {
@@ -245,7 +238,7 @@ BpeTrainerResult train_bpe_tokenizer(const std::vector<std::string>& corpus, con
   std::vector<std::string> vocab(256);
   for (int32_t i = 0; i < 256; ++i) vocab[i] = std::string(1, char(bytes_table().byte_of_id[i]));
   std::vector<std::pair<int32_t, int32_t>> merges;
-  write_text(out_dir / "tokenizer.json", tokenizer_json(vocab, merges, o));
+  write_file_atomic(out_dir / "tokenizer.json", tokenizer_json(vocab, merges, o));
   const Tokenizer skeleton = Tokenizer::load(out_dir / "tokenizer.json");
 
   BpeTrainerResult res;
@@ -277,8 +270,8 @@ BpeTrainerResult train_bpe_tokenizer(const std::vector<std::string>& corpus, con
     }
   }
 
-  write_text(out_dir / "tokenizer.json", tokenizer_json(vocab, merges, o));
-  write_text(out_dir / "tokenizer_config.json", tokenizer_config_json(static_cast<int32_t>(vocab.size()), o));
+  write_file_atomic(out_dir / "tokenizer.json", tokenizer_json(vocab, merges, o));
+  write_file_atomic(out_dir / "tokenizer_config.json", tokenizer_config_json(static_cast<int32_t>(vocab.size()), o));
   res.merges = merges.size();
   res.vocab_size = static_cast<int32_t>(vocab.size()) + n_added;
   return res;

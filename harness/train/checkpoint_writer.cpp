@@ -3,10 +3,10 @@
 #include <ATen/core/Tensor.h>
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <system_error>
 
 #include "harness/base/error.h"
+#include "harness/base/files.h"
 #include "harness/train/target.h"
 
 namespace ears {
@@ -18,13 +18,6 @@ void create_output_dir(const fs::path& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail("{}: cannot create the output directory: {}", dir.string(), ec.message());
-}
-
-void write_text_file(const fs::path& file, const std::string& text) {
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  if (!out) fail("{}: cannot open for writing", file.string());
-  out << text;
-  if (!out) fail("{}: write failed", file.string());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -126,7 +119,7 @@ std::string qwen3_config_json(const ModelConfig& c, c10::ScalarType torch_dtype)
 void save_qwen3(const fs::path& dir, const ParamMap& p, const ModelConfig& c, c10::ScalarType save_dtype) {
   create_output_dir(dir);
   save_safetensors(dir / "model.safetensors", p, save_dtype);
-  write_text_file(dir / "config.json", qwen3_config_json(c, save_dtype));
+  write_file_atomic(dir / "config.json", qwen3_config_json(c, save_dtype));
 }
 
 void save_random_qwen3(const fs::path& dir, const ModelConfig& c, uint64_t seed) {
@@ -180,7 +173,7 @@ void save_eagle3(const fs::path& dir, const ParamMap& p, const ModelConfig& c, c
   all["d2t"] = v.d2t();
   all["t2d"] = v.t2d();
   save_safetensors(dir / "model.safetensors", all, save_dtype);
-  write_text_file(dir / "config.json", eagle3_config_json(c, t, aux, save_dtype));
+  write_file_atomic(dir / "config.json", eagle3_config_json(c, t, aux, save_dtype));
 }
 
 }  // namespace ears

@@ -71,7 +71,5 @@ void save_eagle3(const std::filesystem::path& dir, const ParamMap& p, const Mode
 
 // Creates dir (and parents); fails (ears::Error) naming it when that is not possible.
 void create_output_dir(const std::filesystem::path& dir);
-// Writes text to file (truncating); fails naming the file on error.
-void write_text_file(const std::filesystem::path& file, const std::string& text);
 
 }  // namespace ears

@@ -77,7 +77,7 @@ void write_train_log(const fs::path& file, const std::string& kind, const ojson&
   j["loss_curve"] = ojson::parse(json_curve(r.loss_curve));
   j["torch_version"] = torch_version();
   if (!init_log.is_null() && !init_log.is_discarded()) j["init_train_log"] = std::move(init_log);
-  write_text_file(file, j.dump(2) + "\n");
+  write_file_atomic(file, j.dump(2) + "\n");
 }
 
 ojson schedule_json(const TrainSchedule& s) {

@@ -2,10 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <cstdio>
-#include <fstream>
-
 #include "harness/base/error.h"
+#include "harness/base/files.h"
 
 namespace ears {
 
@@ -60,17 +58,7 @@ std::string safetensors_serialize(const SafetensorsBlobs& tensors, const std::ma
 
 void write_safetensors(const std::filesystem::path& file, const SafetensorsBlobs& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  const std::string bytes = safetensors_serialize(tensors, metadata);
-  const std::filesystem::path tmp = file.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail("{}: cannot open for writing (does the directory exist and is it writable?)", tmp.string());
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out) fail("{}: write failed (disk full?)", tmp.string());
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, file, ec);
-  if (ec) fail("{}: cannot rename {} into place: {}", file.string(), tmp.string(), ec.message());
+  write_file_atomic(file, safetensors_serialize(tensors, metadata));
 }
 
 }  // namespace ears

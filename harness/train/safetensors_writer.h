@@ -30,8 +30,8 @@ uint64_t safetensors_element_size(const std::string& dtype);
 std::string safetensors_serialize(const SafetensorsBlobs& tensors,
                                   const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
 
-// Writes safetensors_serialize(...) to `file` (via a temporary file + rename, so a reader never
-// sees a partial file). Throws ears::Error naming the file on I/O failure.
+// Writes safetensors_serialize(...) to `file` (write_file_atomic: a reader never sees a partial
+// file). Throws ears::Error naming the file on I/O failure.
 void write_safetensors(const std::filesystem::path& file, const SafetensorsBlobs& tensors,
                        const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
 
