@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -75,23 +76,27 @@ std::unique_ptr<MappedFile> map_file(const fs::path& path) {
   return file;
 }
 
-c10::ScalarType to_scalar_type(SafetensorsDtype dtype) {
-  switch (dtype) {
-    case SafetensorsDtype::F64: return at::kDouble;
-    case SafetensorsDtype::F32: return at::kFloat;
-    case SafetensorsDtype::F16: return at::kHalf;
-    case SafetensorsDtype::BF16: return at::kBFloat16;
-    case SafetensorsDtype::I64: return at::kLong;
-    case SafetensorsDtype::I32: return at::kInt;
-    case SafetensorsDtype::I16: return at::kShort;
-    case SafetensorsDtype::I8: return at::kChar;
-    case SafetensorsDtype::U8: return at::kByte;
-    case SafetensorsDtype::BOOL: return at::kBool;
-  }
-  return at::kFloat;  // unreachable
-}
+// The one mapping between the file's dtypes and LibTorch's (both directions read it).
+constexpr std::pair<SafetensorsDtype, c10::ScalarType> kScalarTypes[] = {
+    {SafetensorsDtype::F64, at::kDouble}, {SafetensorsDtype::F32, at::kFloat}, {SafetensorsDtype::F16, at::kHalf},
+    {SafetensorsDtype::BF16, at::kBFloat16}, {SafetensorsDtype::I64, at::kLong}, {SafetensorsDtype::I32, at::kInt},
+    {SafetensorsDtype::I16, at::kShort}, {SafetensorsDtype::I8, at::kChar}, {SafetensorsDtype::U8, at::kByte},
+    {SafetensorsDtype::BOOL, at::kBool},
+};
 
 }  // namespace
+
+c10::ScalarType to_scalar_type(SafetensorsDtype dtype) {
+  for (const auto& [d, t] : kScalarTypes)
+    if (d == dtype) return t;
+  return at::kFloat;  // unreachable: every enumerator is in the table
+}
+
+std::optional<SafetensorsDtype> from_scalar_type(c10::ScalarType type) {
+  for (const auto& [d, t] : kScalarTypes)
+    if (t == type) return d;
+  return std::nullopt;
+}
 
 struct Checkpoint::Impl {
   struct Entry {

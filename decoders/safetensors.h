@@ -13,7 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "decoders/safetensors_header.h"
+
 namespace ears {
+
+// The LibTorch dtype of a file dtype, and back (std::nullopt: a dtype safetensors files here do not hold).
+c10::ScalarType to_scalar_type(SafetensorsDtype dtype);
+std::optional<SafetensorsDtype> from_scalar_type(c10::ScalarType type);
 
 class Checkpoint {
  public:

@@ -1,6 +1,7 @@
 #include "decoders/safetensors_header.h"
 
 #include <algorithm>
+#include <fstream>
 #include <limits>
 #include <set>
 #include <utility>
@@ -34,7 +35,11 @@ constexpr DtypeInfo kDtypes[] = {
 constexpr const char* kUnsupportedDtypes[] = {"F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2",
                                               "F4",      "U16",     "U32",     "U64",     "C64"};
 
-constexpr const char* kSupportedList = "F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL";
+// "F64 F32 ... BOOL", for messages.
+const std::string& supported_list() {
+  static const std::string list = fmt::format("{}", fmt::join(safetensors_dtype_names(), " "));
+  return list;
+}
 
 const DtypeInfo& info(SafetensorsDtype dtype) {
   for (const auto& d : kDtypes)
@@ -96,10 +101,10 @@ SafetensorsTensor parse_entry(const std::string& file, const std::string& key, c
     if (known)
       fail("{}: unsupported dtype {} for tensor '{}' (supported: {}); convert the checkpoint, e.g. to BF16 "
            "or F32",
-           file, dtype_name, name, kSupportedList);
+           file, dtype_name, name, supported_list());
     fail("{}: unknown dtype '{}' for tensor '{}' (expected one of {}); the file is corrupt or not a "
          "safetensors file",
-         file, one_line(dtype_name), name, kSupportedList);
+         file, one_line(dtype_name), name, supported_list());
   }
   t.dtype = *parsed;
 
@@ -161,6 +166,12 @@ std::optional<SafetensorsDtype> safetensors_dtype_from_name(const std::string& n
   for (const auto& d : kDtypes)
     if (name == d.name) return d.dtype;
   return std::nullopt;
+}
+
+std::vector<std::string> safetensors_dtype_names() {
+  std::vector<std::string> names;
+  for (const auto& d : kDtypes) names.emplace_back(d.name);
+  return names;
 }
 
 uint64_t SafetensorsTensor::numel() const {
@@ -260,6 +271,17 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* bytes, uint64_t file_s
   check_no_overlap(header, file);
   std::sort(header.tensors.begin(), header.tensors.end(),
             [](const SafetensorsTensor& a, const SafetensorsTensor& b) { return a.name < b.name; });
+  return header;
+}
+
+std::string read_safetensors_header_bytes(const std::filesystem::path& path, uint64_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char length[8] = {};
+  in.read(reinterpret_cast<char*>(length), 8);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | length[i];  // little-endian
+  std::string header(static_cast<size_t>(std::min(n, max_bytes)), '\0');
+  in.read(header.data(), static_cast<std::streamsize>(header.size()));
   return header;
 }
 

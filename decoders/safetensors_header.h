@@ -8,6 +8,7 @@
 // the file, the tensor and the fix on the first problem.
 #pragma once
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -21,6 +22,8 @@ const char* safetensors_dtype_name(SafetensorsDtype dtype);   // "F32", "BF16", 
 uint64_t safetensors_dtype_size(SafetensorsDtype dtype);      // bytes per element (BOOL = 1)
 // Parses a supported dtype name; std::nullopt for anything else.
 std::optional<SafetensorsDtype> safetensors_dtype_from_name(const std::string& name);
+// Every supported dtype's name, in the table's order: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL.
+std::vector<std::string> safetensors_dtype_names();
 
 struct SafetensorsTensor {
   std::string name;
@@ -45,5 +48,10 @@ struct SafetensorsHeader {
 // `file_name` is only used in error messages.
 SafetensorsHeader parse_safetensors_header(const uint8_t* bytes, uint64_t file_size,
                                            const std::string& file_name);
+
+// The header's JSON text as stored, unparsed and unvalidated (for fingerprints, not for loading):
+// the first min(N, max_bytes) bytes after the u64 length N. Bytes a short or unreadable file
+// does not have read as '\0' (an unreadable file gives "").
+std::string read_safetensors_header_bytes(const std::filesystem::path& path, uint64_t max_bytes);
 
 }  // namespace ears

@@ -71,18 +71,15 @@ uint64_t hash_tensor_samples(std::ifstream& in, const SafetensorsHeader& header,
 uint64_t hash_safetensors_file(const fs::path& f, uint64_t h) {
   std::error_code ec;
   const uint64_t size = fs::file_size(f, ec);
-  std::ifstream in(f, std::ios::binary);
-  uint64_t n = 0;
-  in.read(reinterpret_cast<char*>(&n), 8);  // little-endian header length
-  std::string head(8 + static_cast<size_t>(std::min<uint64_t>(n, 100u << 20)), '\0');
-  std::memcpy(head.data(), &n, 8);
-  in.read(head.data() + 8, static_cast<std::streamsize>(head.size() - 8));
+  const std::string header = read_safetensors_header_bytes(f, uint64_t{100} << 20);
   h = fnv1a64(fmt::format("{}|{}|", f.filename().string(), size), h);
-  h = fnv1a64(std::string_view(head).substr(8), h);
+  h = fnv1a64(header, h);
+  std::string bytes(8, '\0');  // the u64 length, then the header, as parse_safetensors_header reads them
+  for (size_t i = 0; i < 8; ++i) bytes[i] = static_cast<char>((uint64_t{header.size()} >> (8 * i)) & 0xff);
+  bytes += header;
   try {
-    const SafetensorsHeader header =
-        parse_safetensors_header(reinterpret_cast<const uint8_t*>(head.data()), size, f.string());
-    h = hash_tensor_samples(in, header, h);
+    std::ifstream in(f, std::ios::binary);
+    h = hash_tensor_samples(in, parse_safetensors_header(reinterpret_cast<const uint8_t*>(bytes.data()), size, f.string()), h);
   } catch (const Error&) {
   }
   return h;

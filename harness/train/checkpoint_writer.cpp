@@ -5,6 +5,7 @@
 
 #include <system_error>
 
+#include "decoders/safetensors.h"
 #include "harness/base/error.h"
 #include "harness/base/files.h"
 #include "harness/train/target.h"
@@ -25,19 +26,9 @@ void create_output_dir(const fs::path& dir) {
 
 SafetensorsBlob safetensors_blob(const at::Tensor& t) {
   SafetensorsBlob b;
-  switch (t.scalar_type()) {
-    case at::kDouble: b.dtype = "F64"; break;
-    case at::kFloat: b.dtype = "F32"; break;
-    case at::kHalf: b.dtype = "F16"; break;
-    case at::kBFloat16: b.dtype = "BF16"; break;
-    case at::kLong: b.dtype = "I64"; break;
-    case at::kInt: b.dtype = "I32"; break;
-    case at::kShort: b.dtype = "I16"; break;
-    case at::kChar: b.dtype = "I8"; break;
-    case at::kByte: b.dtype = "U8"; break;
-    case at::kBool: b.dtype = "BOOL"; break;
-    default: fail("safetensors: tensor dtype {} cannot be saved", c10::toString(t.scalar_type()));
-  }
+  const auto dtype = from_scalar_type(t.scalar_type());
+  if (!dtype) fail("safetensors: tensor dtype {} cannot be saved", c10::toString(t.scalar_type()));
+  b.dtype = safetensors_dtype_name(*dtype);
   b.shape = t.sizes().vec();
   const at::Tensor c = t.detach().to(c10::Device(c10::kCPU)).contiguous();
   b.bytes.assign(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size());  // little-endian host

@@ -1,21 +1,21 @@
 #include "harness/train/safetensors_writer.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "decoders/safetensors_header.h"
 #include "harness/base/error.h"
 #include "harness/base/files.h"
 
 namespace ears {
 
 uint64_t safetensors_element_size(const std::string& dtype) {
-  static const std::map<std::string, uint64_t> sizes = {{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2},
-                                                         {"I64", 8}, {"I32", 4}, {"I16", 2}, {"I8", 1},
-                                                         {"U8", 1},  {"BOOL", 1}};
-  auto it = sizes.find(dtype);
-  if (it == sizes.end())
-    fail("safetensors writer: dtype '{}' is not supported (use F64, F32, F16, BF16, I64, I32, I16, I8, U8 or BOOL)",
-         dtype);
-  return it->second;
+  if (const auto d = safetensors_dtype_from_name(dtype)) return safetensors_dtype_size(*d);
+  std::vector<std::string> names = safetensors_dtype_names();
+  const std::string last = names.back();
+  names.pop_back();
+  fail("safetensors writer: dtype '{}' is not supported (use {} or {})", dtype, fmt::join(names, ", "), last);
 }
 
 std::string safetensors_serialize(const SafetensorsBlobs& tensors, const std::map<std::string, std::string>& metadata) {

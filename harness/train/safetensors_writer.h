@@ -14,7 +14,7 @@
 namespace ears {
 
 struct SafetensorsBlob {
-  std::string dtype;           // F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL
+  std::string dtype;           // a name decoders/safetensors_header.h knows: F64 F32 F16 BF16 ...
   std::vector<int64_t> shape;  // [] for a scalar
   std::string bytes;           // numel * element size raw little-endian bytes
 };
