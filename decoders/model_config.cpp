@@ -184,14 +184,22 @@ ModelConfig ModelConfig::load(const std::filesystem::path& dir, bool check_archi
   return parse(read_file(path, "config.json", "is this a Hugging Face model directory?"), path.string(), check_architecture);
 }
 
-int64_t ModelConfig::parameter_count() const {
+int64_t ModelConfig::layer_parameter_count() const {
   const int64_t h = hidden_size, q = num_attention_heads * head_dim, kv = num_key_value_heads * head_dim;
   int64_t layer = h * (q + 2 * kv) + q * h + 3 * intermediate_size * h + 2 * h;  // qkv, o, gate/up/down, 2 norms
   if (qkv_bias) layer += q + 2 * kv;
   if (o_bias) layer += h;
   if (mlp_bias) layer += 2 * intermediate_size + h;
   if (qk_norm) layer += 2 * head_dim;
-  return vocab_size * h * (tie_word_embeddings ? 1 : 2) + num_hidden_layers * layer + h;
+  return layer;
+}
+
+int64_t ModelConfig::streamed_parameter_count() const {
+  return num_hidden_layers * layer_parameter_count() + hidden_size + vocab_size * hidden_size;
+}
+
+int64_t ModelConfig::parameter_count() const {
+  return streamed_parameter_count() + (tie_word_embeddings ? 0 : vocab_size * hidden_size);
 }
 
 }  // namespace ears

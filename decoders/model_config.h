@@ -57,6 +57,11 @@ struct ModelConfig {
   // The weights a checkpoint of this config holds (embeddings, every layer's projections,
   // biases and norms, the final norm, an untied lm_head): Σ numel of its tensors.
   int64_t parameter_count() const;
+  // The weights a decode step streams from memory: every layer, the final norm and the lm_head
+  // (= the embedding matrix when tied); the embedding lookup (a few rows) is not counted.
+  int64_t streamed_parameter_count() const;
+  // One decoder layer's weights (projections, biases, norms).
+  int64_t layer_parameter_count() const;
 };
 
 // "float32" | "bfloat16" | "float16" (also "fp32", "bf16", "fp16", "half", "float") -> dtype.

@@ -46,11 +46,12 @@ struct GeneratedModelSpec {
   bool tie_embeddings = true;
 };
 
-// Every parameter of the checkpoint, embeddings included.
+// Every parameter of the checkpoint, embeddings included (ModelConfig::parameter_count).
 int64_t param_count(const ModelConfig& cfg);
-// Parameters a decode step streams from memory: all layers, the final norm and the lm_head
-// (= the embedding matrix when tied). The embedding lookup (B rows) is not counted.
+// Parameters a decode step streams from memory (ModelConfig::streamed_parameter_count).
 int64_t streamed_param_count(const ModelConfig& cfg);
+// The config.json write_random_qwen3 writes for `spec`.
+ModelConfig generated_config(const GeneratedModelSpec& spec);
 
 // Writes <dir>/config.json + <dir>/model.safetensors (bf16, N(0, 0.02²) matrices, norms ~1) of a
 // Qwen3ForCausalLM with `spec`'s dimensions. Deterministic in `seed`. Creates `dir`.

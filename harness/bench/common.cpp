@@ -242,13 +242,13 @@ GeneratedModelSpec quick_spec(int64_t vocab) {
   return s;
 }
 
-// Qwen3-0.6B's dimensions (its config.json), random weights.
 // GeneratedModelSpec{} with as many layers as give about `params` parameters (at least 1 layer).
 GeneratedModelSpec spec_with_params(int64_t params) {
   GeneratedModelSpec s;
-  const int64_t per_layer = s.hidden * (s.heads + 2 * s.kv_heads) * s.head_dim + s.heads * s.head_dim * s.hidden +
-                            3 * s.hidden * s.intermediate + 2 * s.hidden + 2 * s.head_dim;
-  s.layers = std::max<int64_t>(1, (params - s.vocab * s.hidden - s.hidden + per_layer / 2) / per_layer);
+  const ModelConfig c = generated_config(s);
+  const int64_t per_layer = c.layer_parameter_count();
+  const int64_t outside_layers = c.parameter_count() - c.num_hidden_layers * per_layer;  // embeddings, final norm
+  s.layers = std::max<int64_t>(1, (params - outside_layers + per_layer / 2) / per_layer);
   return s;
 }
 

@@ -28,23 +28,11 @@
 namespace ears {
 using namespace bench;
 
-int64_t streamed_param_count(const ModelConfig& c) {
-  const int64_t D = c.hidden_size, I = c.intermediate_size, hd = c.head_dim;
-  const int64_t H = c.num_attention_heads, K = c.num_key_value_heads;
-  int64_t layer = 2 * D + (H + 2 * K) * hd * D + H * hd * D + 3 * I * D;
-  if (c.qkv_bias) layer += (H + 2 * K) * hd;
-  if (c.o_bias) layer += D;
-  if (c.mlp_bias) layer += 2 * I + D;
-  if (c.qk_norm) layer += 2 * hd;
-  return c.num_hidden_layers * layer + D + c.vocab_size * D;
-}
+int64_t streamed_param_count(const ModelConfig& c) { return c.streamed_parameter_count(); }
 
-int64_t param_count(const ModelConfig& c) {
-  return streamed_param_count(c) + (c.tie_word_embeddings ? 0 : c.vocab_size * c.hidden_size);
-}
+int64_t param_count(const ModelConfig& c) { return c.parameter_count(); }
 
-void write_random_qwen3(const GeneratedModelSpec& s, const fs::path& dir, uint64_t seed) {
-  fs::create_directories(dir);
+ModelConfig generated_config(const GeneratedModelSpec& s) {
   TargetArch arch;
   arch.hidden = s.hidden;
   arch.layers = s.layers;
@@ -54,8 +42,12 @@ void write_random_qwen3(const GeneratedModelSpec& s, const fs::path& dir, uint64
   arch.intermediate = s.intermediate;
   arch.max_position_embeddings = 4096;
   arch.tie_word_embeddings = s.tie_embeddings;
-  const ModelConfig c = qwen3_config(arch, s.vocab, /*eos_token_id=*/1);
-  save_random_qwen3(dir, c, seed);
+  return qwen3_config(arch, s.vocab, /*eos_token_id=*/1);
+}
+
+void write_random_qwen3(const GeneratedModelSpec& s, const fs::path& dir, uint64_t seed) {
+  fs::create_directories(dir);
+  save_random_qwen3(dir, generated_config(s), seed);
 }
 
 }  // namespace ears
