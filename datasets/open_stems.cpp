@@ -1,8 +1,6 @@
 // open-stems: story / word-problem openings written for this project.
 #include "datasets/open_stems.h"
 
-#include <fmt/format.h>
-
 namespace ears {
 
 const std::vector<std::string>& open_stems() {
@@ -139,20 +137,6 @@ const std::vector<std::string>& open_stems() {
       "A library lends books for two weeks at a time, and",
   };
   return stems;
-}
-
-std::vector<Request> open_stem_requests() {
-  const auto& stems = open_stems();
-  std::vector<Request> out;
-  out.reserve(stems.size());
-  for (std::size_t i = 0; i < stems.size(); ++i) {
-    Request r;
-    r.id = fmt::format("open-stems/{}", i);
-    r.prompt = stems[i];
-    r.category = "stem";
-    out.push_back(std::move(r));
-  }
-  return out;
 }
 
 }  // namespace ears

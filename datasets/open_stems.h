@@ -4,14 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "datasets/dataset.h"
-
 namespace ears {
 
 // All stems, in a fixed order (>= 120, distinct, each a single line without a final newline).
 const std::vector<std::string>& open_stems();
-
-// One Request per stem: id "open-stems/<i>", prompt = the stem, gold empty, category "stem".
-std::vector<Request> open_stem_requests();
 
 }  // namespace ears

@@ -25,7 +25,6 @@ bool available() {
   const kernels::Path p = kernels::path();
   return p == kernels::Path::avx512bf16 || p == kernels::Path::amx;
 }
-bool amx_available() { return kernels::path() == kernels::Path::amx; }
 
 #if defined(EARS_CPU_BF16_X86)
 

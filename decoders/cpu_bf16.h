@@ -46,8 +46,6 @@ void gemm_nt(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* w, int64
 //   packed[((n / 32) * (Kp / 32) + k / 32) * 1024 + (n % 32 / 16) * 512 + (k % 32 / 2) * 32 + (n % 16) * 2 + k % 2]
 // so a 32-column block of outputs streams one contiguous run of the packed weight.
 
-// True when the kernel path in effect is amx (the CPU has AMX-BF16 and the OS granted the tiles).
-bool amx_available();
 int64_t amx_packed_elems(int64_t N, int64_t K);
 void amx_pack(const uint16_t* w, int64_t N, int64_t K, uint16_t* packed);
 void amx_unpack(const uint16_t* packed, int64_t N, int64_t K, uint16_t* w);

@@ -1,28 +1,9 @@
 #include "harness/bench/common.h"
-#include <ATen/CPUGeneratorImpl.h>
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-#include <unistd.h>
 
-#include <algorithm>
-#include <fstream>
-#include <functional>
-#include <map>
-#include <tuple>
-#include <sstream>
-#include <thread>
+#include <cstdint>
+#include <filesystem>
 
-#include "harness/bench/probe.h"
-#include "decoders/kernel_path.h"
-#include "decoders/layers.h"
-#include "decoders/engine.h"
-#include "decoders/model.h"
-#include "decoders/runtime.h"
-#include "decoders/sampling.h"
-#include "decoders/verify.h"
-#include "harness/run/environment.h"
-#include "harness/base/error.h"
-#include "harness/run/model_setup.h"
+#include "decoders/model_config.h"
 #include "harness/train/checkpoint_writer.h"
 
 namespace ears {
