@@ -322,8 +322,8 @@ void sweep_and_charts(std::string& md, const Report& r) {
   }
   if (!has_accept_length_chart(r) && !has_sweep_chart(r)) return;
   md += "## Charts\n\n";
-  if (has_accept_length_chart(r)) md += "![Tokens emitted per step](accept_length.svg)\n\n";
-  if (has_sweep_chart(r)) md += "![Throughput gain vs accuracy change across β](sweep.svg)\n\n";
+  if (has_accept_length_chart(r)) md += fmt::format("![Tokens emitted per step]({})\n\n", kAcceptLengthChart);
+  if (has_sweep_chart(r)) md += fmt::format("![Throughput gain vs accuracy change across β]({})\n\n", kSweepChart);
 }
 
 void appendix(std::string& md, const Report& r) {

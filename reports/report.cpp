@@ -181,7 +181,7 @@ std::string ArmInput::entry_owner(const json& j, const std::string& origin) {
 json report_to_json(const Report& report) { return field_json::to_object(report); }
 
 Report report_from_json(const json& j) {
-  const std::string origin = "report.json";
+  const std::string origin = kReportJsonFile;
   check_schema(j, origin);
   Report r;
   field_json::FileReader reader{j, origin, ""};
@@ -229,19 +229,19 @@ void write_report_files(const Report& report, const fs::path& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail("{}: cannot create the report directory ({})", dir.string(), ec.message());
-  write_file_atomic(dir / "report.json", report_to_json(report).dump(2, ' ', false, json::error_handler_t::replace) + "\n");
-  write_file_atomic(dir / "report.md", render_markdown(report));
+  write_file_atomic(dir / kReportJsonFile, report_to_json(report).dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+  write_file_atomic(dir / kReportMarkdownFile, render_markdown(report));
   std::vector<std::pair<std::string, std::vector<int64_t>>> hists;
   for (const auto& a : report.arms) hists.emplace_back(a.name, a.metrics.accept_length_hist);
   // Only charts with data; a re-render drops a chart that no longer has any.
   if (has_accept_length_chart(report))
-    write_file_atomic(dir / "accept_length.svg", svg_accept_length_histogram(hists));
+    write_file_atomic(dir / kAcceptLengthChart, svg_accept_length_histogram(hists));
   else
-    fs::remove(dir / "accept_length.svg", ec);
+    fs::remove(dir / kAcceptLengthChart, ec);
   if (has_sweep_chart(report))
-    write_file_atomic(dir / "sweep.svg", svg_sweep_chart(sweep_series(report), report.baseline));
+    write_file_atomic(dir / kSweepChart, svg_sweep_chart(sweep_series(report), report.baseline));
   else
-    fs::remove(dir / "sweep.svg", ec);
+    fs::remove(dir / kSweepChart, ec);
 }
 
 std::vector<RequestResult> read_results_jsonl(const fs::path& path, bool tolerate_truncated_last_line, bool* truncated) {

@@ -23,8 +23,17 @@
 namespace ears {
 
 inline constexpr int kReportSchemaVersion = 1;
-inline constexpr const char* kResultsFile = "results.jsonl";
-inline constexpr const char* kRunMetaFile = "run_meta.json";
+
+// A run directory's files: every reader and writer names them through these.
+inline constexpr const char* kConfigFile = "config.yaml";           // the experiment as run
+inline constexpr const char* kRunMetaFile = "run_meta.json";        // arms, environment, fingerprints
+inline constexpr const char* kResultsFile = "results.jsonl";        // one line per generation
+inline constexpr const char* kReportJsonFile = "report.json";
+inline constexpr const char* kReportMarkdownFile = "report.md";
+inline constexpr const char* kAcceptLengthChart = "accept_length.svg";
+inline constexpr const char* kSweepChart = "sweep.svg";
+inline constexpr const char* kGateFile = "gate.json";
+inline constexpr const char* kLockFile = ".lock";                   // the writer's flock (run_dir.h)
 
 struct ArmInput {
   std::string name;

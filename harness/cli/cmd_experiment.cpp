@@ -71,8 +71,8 @@ int run_merge(const MergeArgs& a) {
     if (fs::exists(a.out) && fs::exists(s) && fs::equivalent(a.out, s))
       fail("merge: OUT_DIR '{}' is one of the shard directories; pass a new directory", a.out);
   merge_run_dirs(as_paths(a.shards), a.out, a.force);
-  const fs::path cfg = fs::path(a.shards.front()) / runner::kConfigFile;
-  if (fs::exists(cfg)) write_file_atomic(fs::path(a.out) / runner::kConfigFile, read_file(cfg, "the config"));
+  const fs::path cfg = fs::path(a.shards.front()) / kConfigFile;
+  if (fs::exists(cfg)) write_file_atomic(fs::path(a.out) / kConfigFile, read_file(cfg, "the config"));
   const Report report = report_from_run_dirs(as_paths(a.shards), kDefaultBootstrapSeed, kDefaultBootstrapResamples, a.force);
   write_report_files(report, a.out);
   if (!a.quiet) fmt::print("{}\n", runner::report_summary(render_markdown(report)));
@@ -89,7 +89,7 @@ struct GateArgs {
 };
 
 int run_gate(const GateArgs& a) {
-  const fs::path report_file = fs::path(a.dir) / "report.json";
+  const fs::path report_file = fs::path(a.dir) / kReportJsonFile;
   if (!fs::exists(report_file))
     fail("{}: not found; gate a run directory with a report (see 'ears-bench run' / 'ears-bench report {}')",
          report_file.string(), a.dir);
@@ -121,9 +121,9 @@ int run_gate(const GateArgs& a) {
     fail("gate: no rules; pass --rules FILE or --check \"ARM METRIC OP VALUE\", or add 'gates:' to the experiment config");
   // A partial report (an interrupted run, missing shards) never passes by accident.
   const GateResult result = evaluate_gates(report, checks, a.allow_partial);
-  const fs::path out = a.json_out.empty() ? fs::path(a.dir) / "gate.json" : fs::path(a.json_out);
+  const fs::path out = a.json_out.empty() ? fs::path(a.dir) / kGateFile : fs::path(a.json_out);
   if (!a.json_out.empty() && fs::is_directory(out))
-    fail("--json {}: is a directory; pass a file path, e.g. {}", out.string(), (out / "gate.json").string());
+    fail("--json {}: is a directory; pass a file path, e.g. {}", out.string(), (out / kGateFile).string());
   write_gate_json(result, out);
   fmt::print("Gate of {} ({} check(s) from {}):\n{}", a.dir, result.outcomes.size(), origin, gate_table(result, a.dir));
   fmt::print("{} -> {}\n", result.all_passed ? "PASS" : "FAIL", out.string());

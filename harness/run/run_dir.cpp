@@ -17,6 +17,7 @@
 #include "harness/base/files.h"
 #include "harness/base/json.h"
 #include "harness/base/rng.h"
+#include "reports/report.h"
 
 namespace ears::runner {
 
@@ -24,7 +25,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 RunDirLock::RunDirLock(const fs::path& dir) {
-  const fs::path file = dir / ".lock";
+  const fs::path file = dir / kLockFile;
   fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) fail("{}: cannot open the run lock ({}); check the directory is writable", file.string(), std::strerror(errno));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {

@@ -133,7 +133,7 @@ struct StartupCleanup {
     if (!armed || dir.empty() || std::uncaught_exceptions() == 0) return;
     std::error_code ec;
     if (fs::exists(dir / kResultsFile, ec) && fs::file_size(dir / kResultsFile, ec) > 0) return;
-    for (const char* f : {kRunMetaFile, kConfigFile, kResultsFile, ".lock"}) fs::remove(dir / f, ec);
+    for (const char* f : {kRunMetaFile, kConfigFile, kResultsFile, kLockFile}) fs::remove(dir / f, ec);
     if (created_dir && fs::is_empty(dir, ec)) fs::remove(dir, ec);
   }
 };
@@ -456,8 +456,8 @@ int finish(Run& r, int stopped_by) {
   if (!r.o.quiet) fmt::print("{}\n", report_summary(render_markdown(report)));
   if (!r.spec.gates.empty()) {
     const GateResult gates = evaluate_gates(report, r.spec.gates);
-    write_gate_json(gates, r.dir / "gate.json");
-    fmt::print("Gates ({}):\n{}", (r.dir / "gate.json").string(), gate_table(gates, r.dir.string()));
+    write_gate_json(gates, r.dir / kGateFile);
+    fmt::print("Gates ({}):\n{}", (r.dir / kGateFile).string(), gate_table(gates, r.dir.string()));
     if (!gates.all_passed)
       fmt::print("GATES FAILED — `ears-bench run` still exits 0; `ears-bench gate {}` exits 1\n", r.dir.string());
   }

@@ -35,7 +35,6 @@ namespace ears {
 namespace runner {
 
 inline constexpr const char* kVersion = "0.1";
-inline constexpr const char* kConfigFile = "config.yaml";
 
 // ---- `ears-bench run` ----------------------------------------------------------------------
 
