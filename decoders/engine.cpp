@@ -41,7 +41,7 @@ void GenStats::record_step(int64_t gamma, int64_t n, const float* path, const fl
     const int bucket = std::clamp(static_cast<int>(uk * kUncertaintyBuckets), 0, kUncertaintyBuckets - 1);
     drafted_by_u[bucket] += 1;
     if (k < n) accepted_by_u[bucket] += 1;
-    if (path[k] == 2) pardoned_by_u[bucket] += 1, pardoned += 1;
+    if (path[k] == path_code(TokenPath::Pardoned)) pardoned_by_u[bucket] += 1, pardoned += 1;
     uncertainty_sum += uk;
     if (tv) distortion_sum += tv[k], distortion_n += 1;
   }
@@ -83,7 +83,7 @@ struct StepPacket {
   void write_greedy(float* row, const int64_t* emitted /*[G+1]*/, int64_t n, bool bad) const {
     for (int64_t k = 0; k <= gamma; ++k) row[k] = static_cast<float>(emitted[k]);
     row[accepted_col()] = static_cast<float>(n);
-    for (int64_t k = 0; k < n; ++k) row[path_col() + k] = 1;
+    for (int64_t k = 0; k < n; ++k) row[path_col() + k] = path_code(TokenPath::Primary);
     row[bad_col()] = bad ? 1 : 0;
   }
   // Host side: row i of the copied packet.

@@ -253,7 +253,8 @@ VerifyOutput verify(const VerifierSpec& spec, const VerifyInput& in) {
   at::Tensor emitted = at::where(idx == acc, own.unsqueeze(1), drafts).masked_fill_(idx > acc, -1);
 
   at::Tensor reached = idx.narrow(1, 0, G) < acc;                        // accepted positions
-  at::Tensor kind_code = 2 - d.primary.to(at::kLong);                    // 1 primary, 2 pardon
+  static_assert(path_code(TokenPath::Rejected) == 0, "unreached positions are the product's zeros");
+  at::Tensor kind_code = at::where(d.primary, path_code(TokenPath::Primary), path_code(TokenPath::Pardoned));
   at::Tensor path = (kind_code * reached.to(at::kLong)).to(at::kChar);
   return {accepted, emitted, path};
 }

@@ -33,6 +33,7 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -66,12 +67,19 @@ struct VerifyInput {
   at::Tensor uniforms_sample;  // [B]     for the correction / bonus token
 };
 
+// The codes of VerifyOutput::path: how the verifier judged each draft position.
+enum class TokenPath : int8_t {
+  Rejected = 0,  // rejected, or not reached (after the first rejection)
+  Primary = 1,   // accepted by the primary test
+  Pardoned = 2,  // accepted only thanks to EARS's β·u pardon
+};
+constexpr int64_t path_code(TokenPath p) { return static_cast<int64_t>(p); }
+
 struct VerifyOutput {
   at::Tensor accepted;  // [B] int64: number of draft tokens accepted (0..γ)
   at::Tensor emitted;   // [B, γ+1] int64: the accepted drafts, then the correction (or the bonus
                         // when all γ pass) at index `accepted`, then -1
-  at::Tensor path;      // [B, γ] int8: 0 rejected / not reached, 1 accepted by the primary test,
-                        // 2 accepted only thanks to EARS's β·u pardon
+  at::Tensor path;      // [B, γ] int8: a TokenPath code per position
 };
 
 VerifyOutput verify(const VerifierSpec& spec, const VerifyInput& in);

@@ -50,6 +50,7 @@ RequestResult make_request_result(const GenResult& g, const std::string& run_id,
   r.accepted_per_position = st.accepted_per_position;
   r.accept_length_hist = st.accept_length_hist;
   int64_t judged = 0;
+  static_assert(kUncertaintyDeciles == kUncertaintyBuckets, "the engine's buckets are the report's deciles");
   for (int d = 0; d < kUncertaintyDeciles; ++d) {
     r.drafted_by_uncertainty[d] = st.drafted_by_u[d];
     r.accepted_by_uncertainty[d] = st.accepted_by_u[d];
