@@ -118,13 +118,15 @@ std::vector<std::string> gate_metric_names(GateMetricKind kind) {
   return {};
 }
 
+std::string gate_ops_list() { return join(kGateOps, " "); }
+
 GateRule parse_gate_rule(const std::string& text, const std::string& where) {
   const std::string prefix = where.empty() ? fmt::format("gate rule '{}'", text) : where;
   GateRule g;
   const std::string rest = trim(text);
   if (rest.empty()) fail("{}: empty gate rule; {}", prefix, kForm);
   const auto op_pos = rest.find_first_of("<>=!");
-  if (op_pos == std::string::npos) fail("{}: missing comparison operator; {} with op one of >= <= > < ==", prefix, kForm);
+  if (op_pos == std::string::npos) fail("{}: missing comparison operator; {} with op one of {}", prefix, kForm, gate_ops_list());
   // Before the operator: "<arm>: <metric>", "<arm> <metric>" or "<metric>".
   const std::string head = trim(rest.substr(0, op_pos));
   bool has_arm = true;
@@ -141,7 +143,7 @@ GateRule parse_gate_rule(const std::string& text, const std::string& where) {
     ++op_len;
   g.op = rest.substr(op_pos, op_len);
   if (!contains(kGateOps, g.op))
-    fail("{}: '{}' is not a comparison operator; {}", prefix, g.op, g.op == "=" ? "did you mean '=='?" : "use one of >= <= > < ==");
+    fail("{}: '{}' is not a comparison operator; {}", prefix, g.op, g.op == "=" ? "did you mean '=='?" : "use one of " + gate_ops_list());
   if (g.metric.empty()) fail("{}: missing metric name; {}", prefix, kForm);
   check_metric(g.metric, prefix);
   const std::string value = trim(rest.substr(op_pos + op_len));
@@ -241,7 +243,7 @@ GateResult evaluate_gates(const Report& report, const std::vector<GateRule>& rul
   result.all_passed = !report.partial || allow_partial;
   for (const GateRule& raw : rules) {
     const std::string where = fmt::format("gate rule '{}'", to_string(raw));
-    if (!contains(kGateOps, raw.op)) fail("{}: unknown operator '{}'; use one of >= > <= < ==", where, raw.op);
+    if (!contains(kGateOps, raw.op)) fail("{}: unknown operator '{}'; use one of {}", where, raw.op, gate_ops_list());
     if (!std::isfinite(raw.value)) fail("{}: the threshold must be a finite number", where);
     check_metric(raw.metric, where);
     for (const GateRule& rule : expand_gate_rules({raw}, arms, report.baseline, where)) {

@@ -30,6 +30,8 @@ namespace ears {
 struct Report;
 
 inline constexpr std::array<std::string_view, 5> kGateOps = {">=", "<=", ">", "<", "=="};
+// kGateOps for messages: ">= <= > < ==".
+std::string gate_ops_list();
 
 struct GateRule {
   std::string arm = "*";  // an arm name; "*" = every arm (see expand_gate_rules)

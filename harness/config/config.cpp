@@ -147,7 +147,7 @@ GateRule read_gate_map(const Ctx& c, const Node& n, const std::string& path) {
   MapReader m(c, n, path, gate_schema());
   std::string prefix = fmt::format("{}: {}", where(c, n), path);
   if (!m.has("metric")) m.missing("metric", "add 'metric: <name>', e.g. accuracy_delta_pp");
-  if (!m.has("op")) m.missing("op", "add 'op: \">=\"' (one of >= <= > < ==)");
+  if (!m.has("op")) m.missing("op", fmt::format("add 'op: \">=\"' (one of {})", gate_ops_list()));
   if (!m.has("value")) m.missing("value", "add 'value: <number>'");
   std::string text = fmt::format("{}: {} {} {}", m.has("arm") ? as_string(c, m.get("arm"), m.sub("arm")) : "*",
                                  as_string(c, m.get("metric"), m.sub("metric")), as_string(c, m.get("op"), m.sub("op")),
