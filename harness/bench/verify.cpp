@@ -188,6 +188,4 @@ int run_bench_verify(const VerifyBenchArgs& a, const BenchCommon& c) {
   return 0;
 }
 
-// ---- bench e2e ------------------------------------------------------------------------------
-
 }  // namespace ears

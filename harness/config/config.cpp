@@ -1,7 +1,7 @@
 // Experiment configuration: YAML -> validated ExperimentSpec. See config.h for the contract.
 //
-// Flow: YAML::Load -> apply --set overrides to the node tree (config_override.cpp) -> read the
-// top-level table (below), which reads each section through its table (config_schema.cpp) with
+// Flow: YAML::Load -> apply --set overrides to the node tree (override.cpp) -> read the
+// top-level table (below), which reads each section through its table (schema.cpp) with
 // strict checks (unknown keys, duplicates, types, ranges). to_yaml / to_json walk the same tables.
 // This file holds the structural part: arms (sweeps, baseline, draft paths), gates, the top level.
 #include "harness/config/config.h"

@@ -1,5 +1,5 @@
 // Experiment configuration, internal: --set key.path=value overrides, applied to the YAML tree
-// before it is read. Keys are checked against the tables' schema (config_schema.h); the values
+// before it is read. Keys are checked against the tables' schema (schema.h); the values
 // they insert carry no source mark, which is how errors know to say "(from --set)".
 #include <algorithm>
 #include <cctype>

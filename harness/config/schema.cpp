@@ -1,5 +1,5 @@
 // Experiment configuration, internal: the generic schema pieces (key checks, MapReader, value
-// output) and the tables of the leaf sections. See config_schema.h; arms and the top level are
+// output) and the tables of the leaf sections. See schema.h; arms and the top level are
 // in config.cpp.
 #include "harness/config/schema.h"
 

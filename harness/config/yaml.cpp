@@ -1,5 +1,5 @@
 // Experiment configuration, internal: YAML node helpers (locations, typed scalar readers, env
-// expansion, marks). See config_yaml.h.
+// expansion, marks). See yaml.h.
 #include "harness/config/yaml.h"
 
 #include <yaml-cpp/eventhandler.h>

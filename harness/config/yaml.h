@@ -1,5 +1,5 @@
 // Experiment configuration, internal: YAML node helpers shared by the schema tables
-// (config_schema.h) and the section code (config.cpp). Not part of the public API (config.h).
+// (schema.h) and the section code (config.cpp). Not part of the public API (config.h).
 //
 // Locations: a node from the file carries a mark and is reported as file:line:col; a node that
 // --set inserted carries none and is reported as "(from --set)". Every failure is an ears::Error
