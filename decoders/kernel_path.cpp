@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "harness/base/error.h"
+#include "harness/base/strings.h"
 
 #if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
 #define EARS_KERNELS_X86 1
@@ -26,11 +27,6 @@ std::string read_cpu_model() {
   for (std::string line; std::getline(in, line);) {
     const auto colon = line.find(':');
     if (colon == std::string::npos) continue;
-    auto trim = [](std::string t) {
-      t.erase(0, t.find_first_not_of(" \t"));
-      t.erase(t.find_last_not_of(" \t") + 1);
-      return t;
-    };
     const std::string key = trim(line.substr(0, colon));
     if (key == "model name" || key == "Hardware" || key == "cpu model") return trim(line.substr(colon + 1));
   }

@@ -3,26 +3,29 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdint>
 #include <iterator>
+#include <limits>
 #include <string_view>
 
 #include "harness/base/error.h"
 #include "harness/base/rng.h"
+#include "harness/base/strings.h"
 
 namespace ears::runner {
 
 namespace {
 
-std::string trim(std::string_view s) {
-  const auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string_view::npos) return {};
-  const auto e = s.find_last_not_of(" \t\r\n");
-  return std::string(s.substr(b, e - b + 1));
-}
-
-bool parse_int(const std::string& s, int& out) {
-  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 9) return false;
-  out = std::stoi(s);
+// A shard index or count: an unsigned integer (no sign) that fits in an int, spaces around it allowed.
+bool parse_shard_number(std::string_view text, int& out) {
+  const std::string s = trim(text);
+  std::int64_t v = 0;
+  bool overflow = false;
+  if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0])) || !parse_int(s, v, overflow) ||
+      v > std::numeric_limits<int>::max())
+    return false;
+  out = static_cast<int>(v);
   return true;
 }
 
@@ -33,8 +36,8 @@ std::string Shard::str() const { return fmt::format("{}/{}", index, count); }
 Shard parse_shard(const std::string& text) {
   const auto slash = text.find('/');
   Shard s;
-  if (slash == std::string::npos || !parse_int(trim(text.substr(0, slash)), s.index) ||
-      !parse_int(trim(text.substr(slash + 1)), s.count) || s.count < 1 || s.index >= s.count)
+  if (slash == std::string::npos || !parse_shard_number(text.substr(0, slash), s.index) ||
+      !parse_shard_number(text.substr(slash + 1), s.count) || s.count < 1 || s.index >= s.count)
     fail("--shard '{}': expected i/N with 0 <= i < N, e.g. --shard 0/4 (the first of four shards)", text);
   return s;
 }
