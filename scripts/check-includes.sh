@@ -2,6 +2,9 @@
 # The include rules (docs/architecture.md), checked by ctest (include_rules) and so by CI:
 #   1. harness/base/ (errors, strings, files, rng, UTF-8) includes nothing else of the repository;
 #   2. decoders/, datasets/ and reports/ include nothing from harness/ except harness/base/;
+#   2b. they are peers above the base layer: decoders/ includes neither reports/ nor datasets/,
+#      and reports/ and datasets/ include nothing from decoders/ (reports/ and datasets/ include
+#      nothing of each other either today; that is not checked);
 #   3. no file includes <torch/torch.h>, <ATen/ATen.h> or <ATen/Functions.h> (every operator:
 #      ~10 s of parsing per TU); <ATen/core/Tensor.h> and the per-operator <ATen/ops/*.h> instead;
 #   4. inside harness/, each folder includes only the folders below it:
@@ -20,6 +23,14 @@ while IFS= read -r hit; do
   report "$hit" "decoders/, datasets/, reports/ include only harness/base/ from harness/ (dependencies point down)"
 done < <(grep -nE '^\s*#\s*include\s+"harness/' decoders/*.h decoders/*.cpp datasets/*.h datasets/*.cpp \
                 reports/*.h reports/*.cpp | grep -vE '#\s*include\s+"harness/base/')
+
+while IFS= read -r hit; do
+  report "$hit" "decoders/ includes neither reports/ nor datasets/ (peers above harness/base/)"
+done < <(grep -nE '^\s*#\s*include\s+"(reports|datasets)/' decoders/*.h decoders/*.cpp)
+
+while IFS= read -r hit; do
+  report "$hit" "reports/ and datasets/ include nothing from decoders/ (peers above harness/base/)"
+done < <(grep -nE '^\s*#\s*include\s+"decoders/' reports/*.h reports/*.cpp datasets/*.h datasets/*.cpp)
 
 while IFS= read -r hit; do
   report "$hit" "never include <torch/torch.h>; include the ATen headers the file needs"
