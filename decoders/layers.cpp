@@ -606,83 +606,103 @@ at::Tensor take_rows(const at::Tensor& t, const at::Tensor& rows) {
   return t.gather(1, idx.expand(shape));
 }
 
-at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                     const at::Tensor& blocked, double scale, const at::Tensor& positions) {
+namespace {
+
+// Whether the CPU attention kernel takes this call: CPU f32 / bf16 tensors of one dtype, few enough
+// query tokens for the kernel path, unit-stride head_dim <= 512, positions given, no autograd.
+bool attention_kernel_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                              const at::Tensor& positions) {
+  const int64_t T = q.size(1), hd = q.size(3);
+  const int64_t max_tokens = cpu_f32_tensor(q) || cpu_bf16_tensor(q) ? attention_kernel_tokens(q.scalar_type()) : 0;
+  return positions.defined() && T <= max_tokens && k.scalar_type() == q.scalar_type() &&
+         v.scalar_type() == q.scalar_type() && k.stride(3) == 1 && v.stride(3) == 1 && hd <= 512 &&
+         !(at::GradMode::is_enabled() && (k.requires_grad() || v.requires_grad()));
+}
+
+// Keys each query row (b, t) sees: positions[b, t] + 1 of the S, row-major [B * T].
+// positions [B, T] read through its strides: the cache plans it as an expanded view when every
+// sequence has the same length, and copying it (.contiguous()) was an ATen op of ~11 us per layer
+// at 16 sequences (Intel Xeon masked to avx2).
+std::vector<int64_t> visible_keys(const at::Tensor& positions, int64_t S) {
+  const int64_t B = positions.size(0), T = positions.size(1);
+  const at::Tensor pos = positions.scalar_type() == at::kLong ? positions : positions.to(at::kLong);
+  const auto pos_at = pos.accessor<int64_t, 2>();
+  std::vector<int64_t> n_keys(static_cast<size_t>(B * T));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) n_keys[b * T + t] = std::min<int64_t>(pos_at[b][t] + 1, S);
+  return n_keys;
+}
+
+// The CPU kernel (attention_kernel_applies): one query row per (b, t, h) over its visible prefix
+// of keys. Work items (b, KV head, t), each the G query heads sharing that KV head; a thread's
+// consecutive items of one (b, KV head) go to the kernel together (they share its K and V).
+at::Tensor attention_cpu_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                                const at::Tensor& positions) {
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), hd = q.size(3);
   const int64_t K = k.size(1), S = k.size(2);
   const int64_t G = H / K;
-  const bool f32 = cpu_f32_tensor(q);
-  const int64_t max_tokens = f32 || cpu_bf16_tensor(q) ? attention_kernel_tokens(q.scalar_type()) : 0;
-  if (positions.defined() && T <= max_tokens && k.scalar_type() == q.scalar_type() &&
-      v.scalar_type() == q.scalar_type() && k.stride(3) == 1 && v.stride(3) == 1 && hd <= 512 &&
-      !(at::GradMode::is_enabled() && (k.requires_grad() || v.requires_grad()))) {
-    // One query row per (b, t, h) over its visible prefix of keys: positions[b, t] + 1 of them.
-    // Work items (b, KV head, t), each the G query heads sharing that KV head; a thread's
-    // consecutive items of one (b, KV head) go to the kernel together (they share its K and V).
-    // q read in place when its tokens' H rows are contiguous (the q heads of the fused qk after
-    // RoPE): the copy was one of ATen's parallel ops per layer at 16 x 6 tokens.
-    const int64_t q_stride = token_stride(q);
-    const int64_t q_ld = q_stride >= 0 ? std::max<int64_t>(q_stride, H * hd) : H * hd;
-    const at::Tensor qc = q_stride >= 0 ? q : q.contiguous();
-    // positions [B, T] read through its strides: the cache plans it as an expanded view when every
-    // sequence has the same length, and copying it (.contiguous()) was an ATen op of ~11 us per layer
-    // at 16 sequences (Intel Xeon masked to avx2).
-    const at::Tensor pos = positions.scalar_type() == at::kLong ? positions : positions.to(at::kLong);
-    const auto pos_at = pos.accessor<int64_t, 2>();
-    at::Tensor out = at::empty({B, T, H * hd}, q.options());
-    std::vector<int64_t> n_keys(static_cast<size_t>(B * T));
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t) n_keys[b * T + t] = std::min<int64_t>(pos_at[b][t] + 1, S);
-    const float fscale = static_cast<float>(scale);
-    // Fork when each thread gets >= kAttentionForkWork query-row x key x head_dim products.
-    const int64_t grain = attention_grain(G * S * hd);
-    // Work items from i on that share item i's (b, KV head), up to i1: one attend_rows call.
-    struct Run {
-      int64_t b, kvh, t0, n;
-    };
-    auto run_at = [&](int64_t i, int64_t i1) {
-      const int64_t bk = i / T, t0 = i % T;
-      return Run{bk / K, bk % K, t0, std::min(T - t0, i1 - i)};
-    };
-    // Where a run's K and V rows start (elements from the tensors' data).
-    auto k_at = [&](const Run& r) { return r.b * k.stride(0) + r.kvh * k.stride(1); };
-    auto v_at = [&](const Run& r) { return r.b * v.stride(0) + r.kvh * v.stride(1); };
-    // A run's K and V rows (its longest query's keys): short streams (one KV head's keys: 16 KiB for
-    // 128 keys of 64 bf16) that the hardware prefetcher barely ramps up on. A chunk's first run
-    // is prefetched whole before it starts; each later one is handed to the kernel of the run
-    // before it, which brings it into L2 as its loops go (decoders/line_feed.h). Prefetched in one
-    // burst before each run, a 16-sequence decode step's attention had gone 18.5 -> 16.5 ms (Intel
-    // Xeon masked to avx2, nineteenth session); fed, on the 100M model 2.05 -> 1.69 ms masked to
-    // avx2 and 2.04 -> 1.66 ms on amx (docs/performance-log.md, thirty-second session).
-    auto run_rows = [&](auto* kb, auto* vb, const Run& r) {
-      const int64_t* nk = n_keys.data() + r.b * T + r.t0;
-      const int64_t keys = *std::max_element(nk, nk + r.n);
-      const int64_t elt = static_cast<int64_t>(sizeof(*kb));
-      return NextKV{RowSpan{kb + k_at(r), keys, k.stride(2) * elt, hd * elt},
-                    RowSpan{vb + v_at(r), keys, v.stride(2) * elt, hd * elt}};
-    };
-    auto rows = [&](auto* qb, auto* kb, auto* vb, auto* ob, auto attend_rows) {
-      parallel_for(0, B * K * T, grain, [&](int64_t i0, int64_t i1) {
-        prefetch_all(run_rows(kb, vb, run_at(i0, i1)));
-        for (int64_t i = i0; i < i1;) {
-          const Run r = run_at(i, i1);
-          const int64_t token0 = r.b * T + r.t0, head0 = r.kvh * G;  // query row (b, t0, kvh * G)
-          const int64_t row0 = token0 * H + head0;
-          const NextKV next = i + r.n < i1 ? run_rows(kb, vb, run_at(i + r.n, i1)) : NextKV{};
-          attend_rows(qb + token0 * q_ld + head0 * hd, q_ld, r.n, G, n_keys.data() + token0, kb + k_at(r),
-                      k.stride(2), vb + v_at(r), v.stride(2), hd, fscale, ob + row0 * hd, H * hd, &next);
-          i += r.n;
-        }
-      });
-    };
-    if (f32) {
-      rows(qc.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(), out.data_ptr<float>(),
-           static_cast<F32AttendRows>(cpu_avx2::attend_rows));
-    } else {
-      rows(bits(qc), bits(k), bits(v), bits_mut(out), bf16_kernels()->attend_rows);
-    }
-    return out;
-  }
+  // q read in place when its tokens' H rows are contiguous (the q heads of the fused qk after
+  // RoPE): the copy was one of ATen's parallel ops per layer at 16 x 6 tokens.
+  const int64_t q_stride = token_stride(q);
+  const int64_t q_ld = q_stride >= 0 ? std::max<int64_t>(q_stride, H * hd) : H * hd;
+  const at::Tensor qc = q_stride >= 0 ? q : q.contiguous();
+  at::Tensor out = at::empty({B, T, H * hd}, q.options());
+  const std::vector<int64_t> n_keys = visible_keys(positions, S);
+  const float fscale = static_cast<float>(scale);
+  // Fork when each thread gets >= kAttentionForkWork query-row x key x head_dim products.
+  const int64_t grain = attention_grain(G * S * hd);
+  // Work items from i on that share item i's (b, KV head), up to i1: one attend_rows call.
+  struct Run {
+    int64_t b, kvh, t0, n;
+  };
+  auto run_at = [&](int64_t i, int64_t i1) {
+    const int64_t bk = i / T, t0 = i % T;
+    return Run{bk / K, bk % K, t0, std::min(T - t0, i1 - i)};
+  };
+  // Where a run's K and V rows start (elements from the tensors' data).
+  auto k_at = [&](const Run& r) { return r.b * k.stride(0) + r.kvh * k.stride(1); };
+  auto v_at = [&](const Run& r) { return r.b * v.stride(0) + r.kvh * v.stride(1); };
+  // A run's K and V rows (its longest query's keys): short streams (one KV head's keys: 16 KiB for
+  // 128 keys of 64 bf16) that the hardware prefetcher barely ramps up on. A chunk's first run
+  // is prefetched whole before it starts; each later one is handed to the kernel of the run
+  // before it, which brings it into L2 as its loops go (decoders/line_feed.h). Prefetched in one
+  // burst before each run, a 16-sequence decode step's attention had gone 18.5 -> 16.5 ms (Intel
+  // Xeon masked to avx2, nineteenth session); fed, on the 100M model 2.05 -> 1.69 ms masked to
+  // avx2 and 2.04 -> 1.66 ms on amx (docs/performance-log.md, thirty-second session).
+  auto run_rows = [&](auto* kb, auto* vb, const Run& r) {
+    const int64_t* nk = n_keys.data() + r.b * T + r.t0;
+    const int64_t keys = *std::max_element(nk, nk + r.n);
+    const int64_t elt = static_cast<int64_t>(sizeof(*kb));
+    return NextKV{RowSpan{kb + k_at(r), keys, k.stride(2) * elt, hd * elt},
+                  RowSpan{vb + v_at(r), keys, v.stride(2) * elt, hd * elt}};
+  };
+  auto rows = [&](auto* qb, auto* kb, auto* vb, auto* ob, auto attend_rows) {
+    parallel_for(0, B * K * T, grain, [&](int64_t i0, int64_t i1) {
+      prefetch_all(run_rows(kb, vb, run_at(i0, i1)));
+      for (int64_t i = i0; i < i1;) {
+        const Run r = run_at(i, i1);
+        const int64_t token0 = r.b * T + r.t0, head0 = r.kvh * G;  // query row (b, t0, kvh * G)
+        const int64_t row0 = token0 * H + head0;
+        const NextKV next = i + r.n < i1 ? run_rows(kb, vb, run_at(i + r.n, i1)) : NextKV{};
+        attend_rows(qb + token0 * q_ld + head0 * hd, q_ld, r.n, G, n_keys.data() + token0, kb + k_at(r),
+                    k.stride(2), vb + v_at(r), v.stride(2), hd, fscale, ob + row0 * hd, H * hd, &next);
+        i += r.n;
+      }
+    });
+  };
+  if (cpu_f32_tensor(q))
+    rows(qc.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(), out.data_ptr<float>(),
+         static_cast<F32AttendRows>(cpu_avx2::attend_rows));
+  else
+    rows(bits(qc), bits(k), bits(v), bits_mut(out), bf16_kernels()->attend_rows);
+  return out;
+}
+
+}  // namespace
+
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const at::Tensor& blocked, double scale, const at::Tensor& positions) {
+  if (attention_kernel_applies(q, k, v, positions)) return attention_cpu_kernel(q, k, v, scale, positions);
 #ifdef EARS_HAVE_SDPA
   // On an accelerator, LibTorch >= 2.1's fused attention (flash / memory-efficient kernels on
   // CUDA). It rounds differently from the eager path (which follows HF eager exactly);
