@@ -74,22 +74,8 @@ std::optional<uint64_t> as_index(const json& j) {
   return std::nullopt;
 }
 
-SafetensorsTensor parse_entry(const std::string& file, const std::string& key, const json& entry,
-                              uint64_t data_offset, uint64_t file_size) {
-  const std::string name = one_line(key);  // as shown in messages
-  if (!entry.is_object())
-    fail("{}: tensor '{}': header entry is {} instead of an object with dtype/shape/data_offsets; "
-         "the file is corrupt, re-download or re-export it",
-         file, name, brief(entry));
-  for (const char* key : {"dtype", "shape", "data_offsets"})
-    if (!entry.contains(key))
-      fail("{}: tensor '{}': header entry has no \"{}\"; the file is corrupt, re-download or re-export it",
-           file, name, key);
-
-  SafetensorsTensor t;
-  t.name = key;
-
-  const json& dtype = entry["dtype"];
+// The entry's "dtype": a supported name; an unsupported or unknown one fails naming the tensor.
+SafetensorsDtype parse_entry_dtype(const std::string& file, const std::string& name, const json& dtype) {
   if (!dtype.is_string())
     fail("{}: tensor '{}': dtype is {} instead of a string such as \"F32\"; the file is corrupt", file,
          name, brief(dtype));
@@ -106,9 +92,13 @@ SafetensorsTensor parse_entry(const std::string& file, const std::string& key, c
          "safetensors file",
          file, one_line(dtype_name), name, supported_list());
   }
-  t.dtype = *parsed;
+  return *parsed;
+}
 
-  const json& shape = entry["shape"];
+// The entry's "shape" into t.shape; returns the tensor's byte count (shape x element size),
+// failing when it overflows 64 bits.
+uint64_t parse_entry_shape(const std::string& file, const std::string& name, const json& shape,
+                           SafetensorsTensor& t) {
   if (!shape.is_array())
     fail("{}: tensor '{}': shape is {} instead of an array of non-negative integers; the file is corrupt",
          file, name, brief(shape));
@@ -127,8 +117,13 @@ SafetensorsTensor parse_entry(const std::string& file, const std::string& key, c
   if (overflow)
     fail("{}: tensor '{}': shape {} x {} bytes overflows 64 bits; the file is corrupt", file, name,
          fmt::format("{}", t.shape), info(t.dtype).size);
+  return nbytes;
+}
 
-  const json& offsets = entry["data_offsets"];
+// The entry's "data_offsets" [begin, end] into t.begin / t.end (absolute): they must span
+// `nbytes` and lie inside the data section.
+void parse_entry_offsets(const std::string& file, const std::string& name, const json& offsets,
+                         uint64_t nbytes, uint64_t data_offset, uint64_t file_size, SafetensorsTensor& t) {
   std::optional<uint64_t> begin, end;
   if (offsets.is_array() && offsets.size() == 2) {
     begin = as_index(offsets[0]);
@@ -144,8 +139,8 @@ SafetensorsTensor parse_entry(const std::string& file, const std::string& key, c
   if (*end - *begin != nbytes)
     fail("{}: tensor '{}': shape {} x {} ({} bytes/element) needs {} bytes but data_offsets [{}, {}] span "
          "{}; the header is corrupt, re-download or re-export the file",
-         file, name, fmt::format("{}", t.shape), dtype_name, info(t.dtype).size, nbytes, *begin, *end,
-         *end - *begin);
+         file, name, fmt::format("{}", t.shape), safetensors_dtype_name(t.dtype), info(t.dtype).size, nbytes,
+         *begin, *end, *end - *begin);
   const uint64_t data_size = file_size - data_offset;  // data_offset <= file_size checked by caller
   if (*end > data_size)
     fail("{}: tensor '{}': data_offsets [{}, {}] reach past the {}-byte data section (file is {} bytes): "
@@ -153,6 +148,24 @@ SafetensorsTensor parse_entry(const std::string& file, const std::string& key, c
          file, name, *begin, *end, data_size, file_size);
   t.begin = data_offset + *begin;
   t.end = data_offset + *end;
+}
+
+SafetensorsTensor parse_entry(const std::string& file, const std::string& key, const json& entry,
+                              uint64_t data_offset, uint64_t file_size) {
+  const std::string name = one_line(key);  // as shown in messages
+  if (!entry.is_object())
+    fail("{}: tensor '{}': header entry is {} instead of an object with dtype/shape/data_offsets; "
+         "the file is corrupt, re-download or re-export it",
+         file, name, brief(entry));
+  for (const char* key : {"dtype", "shape", "data_offsets"})
+    if (!entry.contains(key))
+      fail("{}: tensor '{}': header entry has no \"{}\"; the file is corrupt, re-download or re-export it",
+           file, name, key);
+  SafetensorsTensor t;
+  t.name = key;
+  t.dtype = parse_entry_dtype(file, name, entry["dtype"]);
+  const uint64_t nbytes = parse_entry_shape(file, name, entry["shape"], t);
+  parse_entry_offsets(file, name, entry["data_offsets"], nbytes, data_offset, file_size, t);
   return t;
 }
 
