@@ -76,9 +76,9 @@ std::string join_names(const std::vector<ArmInput>& arms) {
 
 std::vector<RequestResult> dedupe_results(const std::vector<RequestResult>& results) {
   std::vector<RequestResult> out;
-  std::map<std::tuple<std::string, std::string, int>, size_t> seen;
+  std::map<ResultKey, size_t> seen;
   for (const auto& r : results) {
-    auto [it, inserted] = seen.emplace(std::tuple{r.arm, r.request_id, r.repeat}, out.size());
+    auto [it, inserted] = seen.emplace(r.key(), out.size());
     if (inserted) {
       out.push_back(r);
       continue;

@@ -12,6 +12,7 @@
 #pragma once
 #include <nlohmann/json_fwd.hpp>
 
+#include <compare>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,14 +23,24 @@ namespace ears {
 
 inline constexpr int kUncertaintyDeciles = 10;  // deciles of u = 1 - max p_target
 
+// A result's identity: one arm's generation for one request, one repeat. At most one result per
+// key in a run (--resume skips the keys done) and in a merge of shards.
+struct ResultKey {
+  std::string arm;
+  std::string request_id;
+  int repeat = 0;
+  friend auto operator<=>(const ResultKey&, const ResultKey&) = default;
+};
+
 struct RequestResult {
-  // identity
+  // identity (key(): arm, request_id, repeat)
   std::string run_id;
   std::string arm;
   std::string request_id;
   int repeat = 0;
   uint64_t seed = 0;
   std::string category;
+  ResultKey key() const { return {arm, request_id, repeat}; }
 
   // sizes and timings (seconds, device synchronised)
   int64_t prompt_tokens = 0;

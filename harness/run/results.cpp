@@ -132,7 +132,7 @@ DoneSet read_done(const fs::path& file, const std::vector<std::string>& arm_name
       fail("{}: result of arm '{}' which the run's config.yaml does not declare; this is not the run directory of "
            "this config",
            file.string(), r.arm);
-    done.insert({r.arm, r.request_id, r.repeat});
+    done.insert(r.key());
   }
   return done;
 }

@@ -6,8 +6,9 @@
 #include <filesystem>
 #include <set>
 #include <string>
-#include <tuple>
 #include <vector>
+
+#include "reports/result.h"
 
 namespace ears {
 
@@ -46,8 +47,8 @@ class ResultsWriter {
   int fd_ = -1;
 };
 
-// The (arm, request id, repeat) triples that have a result.
-using DoneSet = std::set<std::tuple<std::string, std::string, int>>;
+// The keys that have a result.
+using DoneSet = std::set<ResultKey>;
 // The results already in `file` (--resume; a missing file: none). A result of an arm not in
 // `arm_names` is an ears::Error: the file belongs to another config.
 DoneSet read_done(const std::filesystem::path& file, const std::vector<std::string>& arm_names);

@@ -332,7 +332,7 @@ void find_done(Run& r) {
     bool had_wall = false;
     for (const auto& a : r.prior.arms) had_wall |= a.name == arm.spec->name && std::isfinite(a.wall_s);
     const bool has_results =
-        std::any_of(r.done.begin(), r.done.end(), [&](const auto& k) { return std::get<0>(k) == arm.spec->name; });
+        std::any_of(r.done.begin(), r.done.end(), [&](const ResultKey& k) { return k.arm == arm.spec->name; });
     if (!had_wall && has_results) arm.wall_s = nan_value();
   }
 }
