@@ -13,7 +13,6 @@
 #include <map>
 #include <set>
 #include <sstream>
-#include <tuple>
 
 #include "harness/base/files.h"
 #include "harness/base/json.h"
@@ -460,7 +459,7 @@ LoadedRuns load_runs(const std::vector<fs::path>& run_dirs, bool force) {
   }
   const std::vector<int> missing = check_parts(metas, run_dirs, force, out.warnings);
   std::vector<RequestResult> all;
-  std::map<std::tuple<std::string, std::string, int>, size_t> owner;  // result key -> run dir
+  std::map<ResultKey, size_t> owner;  // result key -> run dir
   for (size_t d = 0; d < run_dirs.size(); ++d) {
     const fs::path results = run_dirs[d] / kResultsFile;
     if (!fs::exists(results)) {
@@ -474,7 +473,7 @@ LoadedRuns load_runs(const std::vector<fs::path>& run_dirs, bool force) {
       out.warnings.push_back(fmt::format("ignored a truncated last line in {}", results.string()));
     }
     for (const auto& r : rs) {
-      const auto [it, fresh] = owner.emplace(std::make_tuple(r.arm, r.request_id, r.repeat), d);
+      const auto [it, fresh] = owner.emplace(r.key(), d);
       if (!fresh && it->second != d)
         fail("{} and {} both hold the result of arm '{}', request '{}', repeat {}: the runs overlap (their wall times "
              "would add up); pass disjoint shards",
