@@ -72,11 +72,12 @@ void expect_header(const json& j, const std::string& command, size_t readings) {
   EXPECT_EQ(j.value("command", ""), command);
   ASSERT_TRUE(j.contains("env"));
   EXPECT_GT(j["env"].value("threads", 0), 0);
-  EXPECT_FALSE(j["env"].value("torch_version", "").empty());
+  EXPECT_FALSE(j["env"].value("libtorch", "").empty());
+  for (const char* k : {"torch_version", "load_average_1m"}) EXPECT_FALSE(j["env"].contains(k)) << command << ": " << k;
   EXPECT_FALSE(j["env"].value("cpu_model", "").empty());
   // What ran (harness/run/environment.h).
   for (const char* k : {"omp_wait_policy", "cuda_build", "cuda_devices", "cpu_isa", "cpu_flags", "logical_cpus",
-                        "l3_cache_bytes", "kernel_path_best", "kernel_path", "load_average_1m", "load_average_1m_end"})
+                        "l3_cache_bytes", "kernel_path_best", "kernel_path", "load_average_1m_start", "load_average_1m_end"})
     EXPECT_TRUE(j["env"].contains(k)) << command << ": env lacks " << k;
   ASSERT_TRUE(j["bandwidth"].is_array());
   ASSERT_EQ(j["bandwidth"].size(), readings);

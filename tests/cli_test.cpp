@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <fstream>
 
@@ -415,9 +416,13 @@ TEST(Cli, EnvJsonHasTheFacts) {
   const auto r = run_ears("env --json --threads 1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
-  for (const char* k : {"threads", "omp_wait_policy", "torch_version", "cuda_build", "cuda_devices", "cpu_model", "cpu_isa",
-                        "logical_cpus", "l3_cache_bytes", "kernel_path_best", "kernel_path", "load_average_1m"})
+  for (const char* k : {"threads", "omp_wait_policy", "libtorch", "cuda_build", "cuda_devices", "cpu_model", "cpu_isa",
+                        "logical_cpus", "l3_cache_bytes", "kernel_path_best", "kernel_path", "load_average_1m_start"})
     EXPECT_TRUE(j.contains(k)) << k << " in " << r.out;
+  // One vocabulary: report.json's names, no second spelling.
+  for (const char* k : {"torch_version", "load_average_1m"}) EXPECT_FALSE(j.contains(k)) << k << " in " << r.out;
+  EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(j["libtorch"].get<std::string>().at(0)))) << r.out;  // "1.13.0"
+  EXPECT_GE(j["load_average_1m_start"].get<double>(), 0);
   EXPECT_EQ(j["threads"], 1);
   EXPECT_GE(j["logical_cpus"].get<int>(), 1);
   // The test runs the executable without OMP_WAIT_POLICY / GOMP_SPINCOUNT unless the caller set
@@ -464,7 +469,9 @@ TEST(Cli, GenerateJsonSaysWhatRan) {
   const json j = json::parse(r.out);
   ASSERT_TRUE(j.contains("env")) << r.out;
   EXPECT_EQ(j["env"]["threads"], 1);
-  for (const char* k : {"omp_wait_policy", "cpu_isa", "kernel_path", "torch_version"}) EXPECT_TRUE(j["env"].contains(k)) << k;
+  for (const char* k : {"omp_wait_policy", "cpu_isa", "kernel_path", "libtorch", "load_average_1m_start"})
+    EXPECT_TRUE(j["env"].contains(k)) << k;
+  EXPECT_FALSE(j["env"].contains("torch_version")) << r.out;
   const json& m = j["env"]["model"];
   EXPECT_EQ(m.value("dtype_requested", ""), "auto");
   EXPECT_FALSE(m.value("compute_dtype", "").empty()) << r.out;

@@ -12,9 +12,9 @@
 //   bench e2e        Engine tokens/s, target-only vs speculative, with the time split
 //
 // Every command prints Markdown (header + table) or, with --json, one JSON object:
-//   {"command", "env": {threads, omp_wait_policy, torch_version, cuda_build, cuda_devices, cpu_model,
+//   {"command", "env": {threads, omp_wait_policy, libtorch, cuda_build, cuda_devices, cpu_model,
 //            cpu_isa, cpu_flags, logical_cpus, l3_cache_bytes, kernel_path_best, kernel_path,
-//            load_average_1m (at start), load_average_1m_end, [model: {device, dtype_requested,
+//            load_average_1m_start, load_average_1m_end, [model: {device, dtype_requested,
 //            compute_dtype, weight_dtype, checkpoint_dtype, kernel_path, weight_pages} (e2e)]}
 //            (harness/run/environment.h)
 //    "bandwidth": [{when, bytes, runs, threads, read_gbps, copy_gbps}], "floor_read_gbps",

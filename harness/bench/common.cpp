@@ -80,11 +80,11 @@ std::string env_line(const json& env) {
   std::string line = fmt::format(
       "- environment: {} LibTorch threads (OpenMP wait: {}), LibTorch {}{}, CPU: {} ({} logical CPUs; L3 {} MiB; {}; "
       "ISA {}); kernel path {} (best {}); load average {:.2f} at start{}",
-      env["threads"].get<int>(), env.value("omp_wait_policy", std::string("?")), env["torch_version"].get<std::string>(),
+      env["threads"].get<int>(), env.value("omp_wait_policy", std::string("?")), env["libtorch"].get<std::string>(),
       env.value("cuda_build", false) ? fmt::format(" (CUDA build, {} device(s))", env.value("cuda_devices", 0)) : "",
       env["cpu_model"].get<std::string>(), env["logical_cpus"].get<int>(), env["l3_cache_bytes"].get<int64_t>() >> 20,
       flags.empty() ? "-" : flags, env.value("cpu_isa", std::string("-")), env.value("kernel_path", std::string("?")),
-      env.value("kernel_path_best", std::string("?")), env["load_average_1m"].get<double>(),
+      env.value("kernel_path_best", std::string("?")), env["load_average_1m_start"].get<double>(),
       env.contains("load_average_1m_end") ? fmt::format(", {:.2f} at end", env["load_average_1m_end"].get<double>()) : "");
   if (env.contains("model")) {
     const json& m = env["model"];
@@ -94,7 +94,7 @@ std::string env_line(const json& env) {
                         m["device"].get<std::string>(), m["kernel_path"].get<std::string>(),
                         m.value("weight_pages", std::string("-")));
   }
-  if (load_busy(env["load_average_1m"].get<double>(), env["logical_cpus"].get<double>()))
+  if (load_busy(env["load_average_1m_start"].get<double>(), env["logical_cpus"].get<double>()))
     line += "\n- WARNING: the machine is busy (load average >= the CPU count): timings are noisy; LibTorch threads "
             "wait on descheduled peers, so --threads 1 is steadier";
   return line;

@@ -148,7 +148,7 @@ json environment_json() {
   const bool cuda_build = at::detail::getCUDAHooks().hasCUDART();
   return {{"threads", at::get_num_threads()},
           {"omp_wait_policy", omp_wait_policy()},
-          {"torch_version", torch_version()},
+          {"libtorch", torch_version()},
           {"cuda_build", cuda_build},
           {"cuda_devices", at::hasCUDA() ? static_cast<int64_t>(at::getNumGPUs()) : 0},
           {"cpu_model", cpu.model},
@@ -158,7 +158,7 @@ json environment_json() {
           {"l3_cache_bytes", l3_cache_bytes()},
           {"kernel_path_best", kernels::path_name(kernels::best_path())},
           {"kernel_path", kernels::path_name(kernels::path())},
-          {"load_average_1m", load_average_1m()}};
+          {"load_average_1m_start", load_average_1m()}};
 }
 
 json model_environment_json(const CausalLM& model, const std::string& dtype_requested) {

@@ -58,9 +58,11 @@ void tune_malloc();
 double load_average_1m();
 
 // Machine and process facts:
-//   {threads (LibTorch intra-op threads in effect), omp_wait_policy, torch_version, cuda_build,
-//    cuda_devices, cpu_model, cpu_isa, cpu_flags, logical_cpus, l3_cache_bytes, kernel_path_best,
-//    kernel_path (in effect for the process), load_average_1m}
+//   {threads (LibTorch intra-op threads in effect), omp_wait_policy, libtorch (its version),
+//    cuda_build, cuda_devices, cpu_model, cpu_isa, cpu_flags, logical_cpus, l3_cache_bytes,
+//    kernel_path_best, kernel_path (in effect for the process), load_average_1m_start (now)}
+// Every output uses these names; where the command reads the load again at its end, that reading
+// is load_average_1m_end.
 nlohmann::json environment_json();
 
 // A loaded model's facts: {device, dtype_requested, compute_dtype, weight_dtype (weights are held

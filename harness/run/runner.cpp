@@ -18,7 +18,6 @@
 
 #include "datasets/dataset.h"
 #include "decoders/engine.h"
-#include "decoders/kernel_path.h"
 #include "decoders/runtime.h"
 #include "harness/base/error.h"
 #include "harness/base/files.h"
@@ -237,16 +236,11 @@ json dataset_json(const Run& r) {
   return d;
 }
 
-// A new run's environment: the machine facts (harness/run/environment.h) under the run's own key
-// names ("libtorch", "load_average_1m_start"); dtype is the resolved compute dtype,
+// A new run's environment: the machine facts (harness/run/environment.h); dtype is the resolved compute dtype,
 // dtype_requested what the config says (auto); the loaded model's facts are added later.
 json fresh_environment(const Run& r, const json& fingerprint) {
   const config::TargetSpec& target = r.spec.target;
   json env = environment_json();
-  env["libtorch"] = env["torch_version"];
-  env["load_average_1m_start"] = env["load_average_1m"];
-  env.erase("torch_version");
-  env.erase("load_average_1m");
   env.erase("kernel_path");  // the process's; the model's replaces it once loaded
   env.update({{"device", target.device},
               {"dtype", resolved_dtype_name(target.path, target.dtype, target.device)},
@@ -254,7 +248,6 @@ json fresh_environment(const Run& r, const json& fingerprint) {
               {"threads", r.threads},
               {"git_commit", git_commit()},
               {"hostname", host_name()},
-              {"cpu_model", kernels::cpu_info().model},
               {"ears_bench_version", kVersion},
               {"command_line", command_line()},
               {"started_at", now_iso()},
