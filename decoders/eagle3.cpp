@@ -96,6 +96,14 @@ Eagle3Head Eagle3Head::load(const std::filesystem::path& dir, const CausalLM& ta
   return head;
 }
 
+int64_t Eagle3Head::parameter_count() const {
+  int64_t n = own_embed_ ? embed_.numel() : 0;
+  for (const layers::LinearWeight* w : {&fc_, &qkv_, &o_, &gate_up_, &down_, &lm_head_})
+    n += w->out_features * w->in_features + (w->bias.defined() ? w->bias.numel() : 0);
+  for (const at::Tensor* t : {&input_norm_, &hidden_norm_, &post_norm_, &norm_}) n += t->numel();
+  return n;
+}
+
 void Eagle3Head::load_weights(const Checkpoint& ckpt, const std::filesystem::path& dir, const CausalLM& target) {
   const ModelConfig& c = cfg_;
   const ModelConfig& tc = target.config();

@@ -68,6 +68,12 @@ class Eagle3Head {
   int64_t draft_vocab() const { return draft_vocab_; }
   int64_t target_vocab() const { return target_vocab_; }
   bool own_embeddings() const { return own_embed_; }
+  // The head computes in the target's dtype on the target's device (weights held in that dtype).
+  c10::Device device() const { return device_; }
+  c10::ScalarType dtype() const { return dtype_; }
+  // The weights the head holds: its layer, fc, norms, lm_head and its own embeddings if it ships
+  // them (the target's shared embeddings are the target's).
+  int64_t parameter_count() const;
 
  private:
   Eagle3Head() = default;

@@ -68,10 +68,22 @@ std::string text_at(const json& obj, std::initializer_list<const char*> path) {
   return x->is_string() ? x->get<std::string>() : x->dump();
 }
 
-std::string parameters_text(const json& env) {
-  if (!env.contains("target_parameters") || !env["target_parameters"].is_number()) return "";
-  const double n = env["target_parameters"].get<double>();
-  return n >= 1e9 ? fmt::format("{:.1f}B parameters", n / 1e9) : fmt::format("{:.1f}M parameters", n / 1e6);
+// "1.2B parameters", "0.6M parameters"; "" for anything but a number.
+std::string count_text(const json& n) {
+  if (!n.is_number()) return "";
+  const double v = n.get<double>();
+  return v >= 1e9 ? fmt::format("{:.1f}B parameters", v / 1e9) : fmt::format("{:.1f}M parameters", v / 1e6);
+}
+
+std::string parameters_text(const json& env) { return count_text(env.value("target_parameters", json())); }
+
+// "draft eagle3 in bfloat16 on kernel path amx (0.6M parameters)": environment.draft; "" without one.
+std::string draft_text(const json& env) {
+  const json d = env.value("draft", json());
+  if (text_at(d, {"kind"}).empty()) return "";
+  const std::string count = count_text(d.value("parameters", json()));
+  return fmt::format("draft {} in {} on kernel path {}{}", text_at(d, {"kind"}), text_at(d, {"compute_dtype"}),
+                     text_at(d, {"kernel_path"}), count.empty() ? "" : " (" + count + ")");
 }
 
 // "γ 5, T 0.9, top-k off, top-p 1, max_new_tokens 160, batch 1, seed 0" from a decoding section.
@@ -83,7 +95,8 @@ std::string decoding_text(const json& d) {
                      text_at(d, {"batch_size"}), text_at(d, {"seed"}));
 }
 
-// "bfloat16 (checkpoint bfloat16), kernel path avx2, 2 threads (OpenMP ...), CPU AMD EPYC (ISA ...)"
+// "bfloat16 (checkpoint bfloat16), kernel path avx2, draft eagle3 in bfloat16 on kernel path avx2, 2 threads
+// (OpenMP ...), CPU AMD EPYC (ISA ...)"
 std::string compute_text(const json& env) {
   std::vector<std::string> parts;
   const std::string dtype = text_at(env, {"compute_dtype"}).empty() ? text_at(env, {"dtype"}) : text_at(env, {"compute_dtype"});
@@ -91,6 +104,7 @@ std::string compute_text(const json& env) {
     parts.push_back(dtype + (text_at(env, {"checkpoint_dtype"}).empty() ? "" : " (checkpoint " + text_at(env, {"checkpoint_dtype"}) + ")"));
   if (!text_at(env, {"kernel_path"}).empty()) parts.push_back("kernel path " + text_at(env, {"kernel_path"}));
   if (!text_at(env, {"weight_pages"}).empty()) parts.push_back("packed weights on " + text_at(env, {"weight_pages"}));
+  if (!draft_text(env).empty()) parts.push_back(draft_text(env));
   if (!text_at(env, {"threads"}).empty()) {
     std::string t = text_at(env, {"threads"}) + " thread(s)";
     if (!text_at(env, {"omp_wait_policy"}).empty()) t += " (OpenMP wait " + text_at(env, {"omp_wait_policy"}) + ")";

@@ -448,6 +448,18 @@ void check_results_in_run(const LoadedRuns& runs, const std::vector<fs::path>& r
          where, n, expected);
 }
 
+// The slow or forced paths a run recorded (environment.notices, and each resumed session's:
+// harness/run/environment.h path_notices), added to `warnings` once each.
+void add_notices(const json& env, std::vector<std::string>& warnings) {
+  std::vector<json> lists = {env.value("notices", json::array())};
+  for (const auto& session : env.value("resumed", json::array()))
+    if (session.is_object()) lists.push_back(session.value("notices", json::array()));
+  for (const auto& list : lists)
+    for (const auto& n : list)
+      if (n.is_string() && std::find(warnings.begin(), warnings.end(), n.get<std::string>()) == warnings.end())
+        warnings.push_back(n.get<std::string>());
+}
+
 LoadedRuns load_runs(const std::vector<fs::path>& run_dirs, bool force) {
   LoadedRuns out;
   std::vector<RunMeta> metas;
@@ -456,6 +468,7 @@ LoadedRuns load_runs(const std::vector<fs::path>& run_dirs, bool force) {
     for (const auto& f : metas.back().environment.value("forced", json::array()))
       out.warnings.push_back(fmt::format("{} was resumed with --force although {}", dir.string(),
                                          fmt::join(f.value("differences", std::vector<std::string>{}), "; ")));
+    add_notices(metas.back().environment, out.warnings);
   }
   const std::vector<int> missing = check_parts(metas, run_dirs, force, out.warnings);
   std::vector<RequestResult> all;

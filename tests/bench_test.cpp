@@ -79,6 +79,8 @@ void expect_header(const json& j, const std::string& command, size_t readings) {
   for (const char* k : {"omp_wait_policy", "cuda_build", "cuda_devices", "cpu_isa", "cpu_flags", "logical_cpus",
                         "l3_cache_bytes", "kernel_path_best", "kernel_path", "load_average_1m_start", "load_average_1m_end"})
     EXPECT_TRUE(j["env"].contains(k)) << command << ": env lacks " << k;
+  EXPECT_TRUE(j["env"]["notices"].is_array()) << command << ": " << j["env"].dump();
+  EXPECT_EQ(j.value("quick", false), true) << command << ": --quick numbers are marked as not meaningful";
   ASSERT_TRUE(j["bandwidth"].is_array());
   ASSERT_EQ(j["bandwidth"].size(), readings);
   double best = 0;
@@ -198,6 +200,8 @@ TEST(BenchCli, ForwardOnGeneratedCheckpointAndMarkdown) {
   // intermediate 128, vocab 1000, tied) is written, loaded and counted.
   ExeRun r = run("bench forward --quick --dtype float32 --batch 3");
   ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("- QUICK: smoke-test sizes and repeats; numbers are not meaningful\n\n## ears-bench bench forward", 0), 0u)
+      << r.out;
   const int64_t D = 64, I = 128, hd = 16, H = 4, K = 2, V = 1000, L = 2;
   const int64_t per_layer = 2 * D + (H + 2 * K) * hd * D + H * hd * D + 3 * I * D + 2 * hd;
   const int64_t params = L * per_layer + D + V * D;
@@ -296,6 +300,19 @@ TEST(BenchCli, LinearQuickJsonAndMarkdown) {
   ExeRun md = run("bench linear --quick --rows 2");
   EXPECT_EQ(md.code, 0) << md.err;
   EXPECT_NE(md.out.find("| path | dtype | rows | ms |"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("| bfloat16 | 2 |"), std::string::npos) << "bf16 is a default where it is native\n" << md.out;
+  {
+    // Where bf16 would be emulated (kernel path aten, oneDNN capped below AVX-512: no native bf16)
+    // the default dtypes are float32 alone, and the output says why.
+    ears::test::ScopedEnv cap("ONEDNN_MAX_CPU_ISA", "avx2"), path("EARS_KERNELS", "aten");
+    ExeRun masked = run("bench linear --quick --rows 2");
+    ASSERT_EQ(masked.code, 0) << masked.err;
+    EXPECT_EQ(masked.out.find("| bfloat16 |"), std::string::npos) << masked.out;
+    EXPECT_NE(masked.out.find("| aten | float32 | 2 |"), std::string::npos) << masked.out;
+    const std::string left_out = "bfloat16 left out of the default dtypes: on kernel path aten this CPU has no native bf16";
+    EXPECT_NE(masked.out.find("- NOTICE: " + left_out), std::string::npos) << masked.out;
+    EXPECT_NE(masked.err.find("ears-bench: notice: " + left_out), std::string::npos) << masked.err;
+  }
   ExeRun bad = run("bench linear --quick --rows 0");
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("--rows"), std::string::npos) << bad.err;
@@ -354,6 +371,12 @@ TEST(BenchCli, VerifyQuickJson) {
     }
   }
   expect_positive(j, {"forward_params"}, "verify");
+  // The reference forward's facts, as e2e's: --dtype auto resolved from its bf16 checkpoint.
+  const json& m = j["env"]["model"];
+  EXPECT_EQ(m.value("dtype_requested", ""), "auto") << j["env"].dump();
+  EXPECT_EQ(m.value("checkpoint_dtype", ""), "bfloat16");
+  EXPECT_EQ(m.value("compute_dtype", ""), "bfloat16") << "bf16 is native or has CPU kernels here";
+  EXPECT_EQ(m.value("target_parameters", int64_t{0}), j["forward_params"].get<int64_t>());
 }
 
 TEST(BenchCli, E2eOnTinyPair) {
@@ -370,6 +393,12 @@ TEST(BenchCli, E2eOnTinyPair) {
   EXPECT_EQ(j["env"]["model"].value("dtype_requested", ""), "auto");
   for (const char* k : {"compute_dtype", "weight_dtype", "checkpoint_dtype", "device", "kernel_path"})
     EXPECT_FALSE(j["env"]["model"].value(k, "").empty()) << k;
+  // The draft's beside them: the head computes in the target's dtype, on its path.
+  const json& d = j["env"]["draft"];
+  EXPECT_EQ(d.value("kind", ""), "eagle3") << j["env"].dump();
+  EXPECT_EQ(d.value("path", ""), (fx / "eagle3-tiny").string());
+  for (const char* k : {"compute_dtype", "weight_dtype", "device", "kernel_path"}) EXPECT_EQ(d[k], j["env"]["model"][k]) << k;
+  EXPECT_GT(d.value("parameters", int64_t{0}), 0);
   ASSERT_EQ(j["rows"].size(), 8u);  // T in {0, 0.9} x target-only, baseline, ears, typical
   for (size_t i = 0; i < j["rows"].size(); ++i) {
     const auto& r = j["rows"][i];

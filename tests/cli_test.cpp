@@ -423,6 +423,10 @@ TEST(Cli, EnvJsonHasTheFacts) {
   for (const char* k : {"torch_version", "load_average_1m"}) EXPECT_FALSE(j.contains(k)) << k << " in " << r.out;
   EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(j["libtorch"].get<std::string>().at(0)))) << r.out;  // "1.13.0"
   EXPECT_GE(j["load_average_1m_start"].get<double>(), 0);
+  if (std::getenv("EARS_KERNELS") == nullptr && std::getenv("EARS_NO_CPU_KERNELS") == nullptr) {
+    EXPECT_EQ(j["notices"], json::array()) << "the default path is the best one, 1 thread: nothing to notice";
+    EXPECT_EQ(r.err.find("notice"), std::string::npos) << r.err;
+  }
   EXPECT_EQ(j["threads"], 1);
   EXPECT_GE(j["logical_cpus"].get<int>(), 1);
   // The test runs the executable without OMP_WAIT_POLICY / GOMP_SPINCOUNT unless the caller set
@@ -460,6 +464,30 @@ TEST(Cli, EnvJsonHasTheFacts) {
   EXPECT_EQ(mj["model"]["dtype_requested"], "auto");
 }
 
+// The slow or forced paths are never silent: a capped kernel path and more threads than CPUs are
+// notices in the JSON (naming the variable and the best path) and lines on stderr.
+TEST(Cli, EnvNoticesACappedPathAndTooManyThreads) {
+  const auto plain = run_ears("env --json --threads 1");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const std::string best = json::parse(plain.out)["kernel_path_best"].get<std::string>();
+  const int cpus = json::parse(plain.out)["logical_cpus"].get<int>();
+  if (best == "aten" || best == "avx2") GTEST_SKIP() << "needs a CPU above the avx2 path (best: " << best << ")";
+  ears::test::ScopedEnv path("EARS_KERNELS", "avx2");
+  const auto r = run_ears("env --json --threads " + std::to_string(cpus + 1));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["kernel_path"], "avx2");
+  const std::string capped = "kernel path avx2, below this CPU's best " + best +
+                             ": EARS_KERNELS=avx2 caps it; unset EARS_KERNELS for the fastest path";
+  const std::string threads = std::to_string(cpus + 1) + " LibTorch threads on " + std::to_string(cpus) +
+                              " logical CPUs: the workers wait on each other; use at most " + std::to_string(cpus);
+  ASSERT_EQ(j["notices"].size(), 2u) << r.out;
+  EXPECT_EQ(j["notices"][0], capped);
+  EXPECT_EQ(j["notices"][1].get<std::string>().rfind(threads, 0), 0u) << r.out;
+  EXPECT_NE(r.err.find("ears-bench: notice: " + capped + "\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ears-bench: notice: " + threads), std::string::npos) << r.err;
+}
+
 // generate --json says what ran: threads, wait policy, kernel path, the target's dtypes.
 TEST(Cli, GenerateJsonSaysWhatRan) {
   const fs::path models = ears::test::source_dir() / "models";
@@ -478,6 +506,16 @@ TEST(Cli, GenerateJsonSaysWhatRan) {
   EXPECT_EQ(m.value("weight_dtype", ""), m.value("compute_dtype", "-"));
   EXPECT_FALSE(m.value("checkpoint_dtype", "").empty()) << r.out;
   EXPECT_FALSE(m.value("kernel_path", "").empty()) << r.out;
+  // The draft's facts beside the target's: the EAGLE-3 head computes in its dtype on its path.
+  const json& d = j["env"]["draft"];
+  EXPECT_EQ(d.value("kind", ""), "eagle3") << r.out;
+  EXPECT_EQ(d.value("path", ""), (models / "tiny-eagle3").string());
+  for (const char* k : {"device", "compute_dtype", "weight_dtype", "kernel_path"}) EXPECT_EQ(d[k], m[k]) << k;
+  EXPECT_EQ(d.value("parameters", int64_t{0}), 1246208) << "tiny-eagle3's weights but d2t / t2d";
+  // The load around the command: before the models loaded, and at the end.
+  for (const char* k : {"load_average_1m_start", "load_average_1m_end"}) EXPECT_GE(j["env"].value(k, -1.0), 0) << k;
+  if (std::getenv("EARS_KERNELS") == nullptr && std::getenv("EARS_NO_CPU_KERNELS") == nullptr)
+    EXPECT_EQ(r.err, "") << "nothing slow or forced to notice";
 }
 
 // The recipe that measures an AVX2-only CPU on an AVX-512 one (docs/performance.md): with oneDNN
@@ -497,4 +535,10 @@ TEST(Cli, OneDnnCapBelowAvx512RunsAsOnAnAvx2Cpu) {
   EXPECT_NE(a["env"]["cpu_isa"].get<std::string>().find("; ONEDNN_MAX_CPU_ISA=avx2"), std::string::npos) << autod.out;
   ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
   EXPECT_EQ(json::parse(bf16.out)["env"]["model"]["compute_dtype"], "bfloat16") << bf16.out;
+  // Never silent: an emulated bf16 is a notice in the JSON and on stderr; auto (float32) has none.
+  const std::string emulated = "bfloat16 on the CPU on kernel path aten, and this CPU has no native bf16";
+  EXPECT_NE(json::parse(bf16.out)["env"]["notices"].dump().find(emulated), std::string::npos) << bf16.out;
+  EXPECT_NE(bf16.err.find("ears-bench: notice: " + emulated), std::string::npos) << bf16.err;
+  EXPECT_NE(bf16.err.find("ONEDNN_MAX_CPU_ISA=avx2): LibTorch emulates it"), std::string::npos) << bf16.err;
+  EXPECT_EQ(a["env"]["notices"].dump().find(emulated), std::string::npos) << autod.out;
 }

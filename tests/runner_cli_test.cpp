@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "decoders/engine.h"
+#include "decoders/safetensors_header.h"
 #include "datasets/dataset.h"
 #include "harness/base/error.h"
 #include "harness/run/progress.h"
@@ -42,6 +43,16 @@ const fs::path& three_arm_run() {
     return d;
   }();
   return dir;
+}
+
+// The weights of a draft checkpoint: every tensor but the EAGLE-3 vocabulary maps (d2t, t2d).
+int64_t draft_weights(const fs::path& file) {
+  const std::string bytes = test::read_file(file);
+  const auto h = parse_safetensors_header(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), file.string());
+  int64_t n = 0;
+  for (const auto& t : h.tensors)
+    if (t.name != "d2t" && t.name != "t2d") n += static_cast<int64_t>(t.numel());
+  return n;
 }
 
 }  // namespace
@@ -99,6 +110,18 @@ TEST(RunnerCli, RunMetaSaysWhatRan) {
   EXPECT_EQ(meta["environment"]["dtype_requested"], "auto");
   EXPECT_NE(meta["environment"]["dtype"], "auto") << "dtype: auto is recorded resolved";
   EXPECT_EQ(meta["environment"]["dtype"], meta["environment"]["compute_dtype"]);
+  // The draft's facts beside the target's: the head computes in the target's dtype and path.
+  const json& draft = meta["environment"]["draft"];
+  EXPECT_EQ(draft["kind"], "eagle3") << draft;
+  EXPECT_EQ(draft["path"], env().draft.string());
+  EXPECT_EQ(draft["device"], "cpu");
+  EXPECT_EQ(draft["compute_dtype"], meta["environment"]["compute_dtype"]);
+  EXPECT_EQ(draft["weight_dtype"], meta["environment"]["weight_dtype"]);
+  EXPECT_EQ(draft["kernel_path"], meta["environment"]["kernel_path"]);
+  EXPECT_EQ(draft["parameters"], draft_weights(env().draft / "model.safetensors"));
+  // Nothing slow or forced on the default path with 1 thread.
+  if (std::getenv("EARS_KERNELS") == nullptr && std::getenv("EARS_NO_CPU_KERNELS") == nullptr)
+    EXPECT_EQ(meta["environment"]["notices"], json::array());
   EXPECT_NE(meta["environment"]["command_line"].get<std::string>().find("--threads 1"), std::string::npos);
   EXPECT_EQ(meta["dataset"]["n_requests"], 6);
   EXPECT_EQ(meta["dataset"]["scorer"], "squad");  // the jsonl default (was "qa", now an alias)
@@ -153,6 +176,10 @@ TEST(RunnerCli, ReportMdAndStdoutSayWhatRan) {
   const std::string line = md.substr(env_line, md.find('\n', env_line) - env_line);
   for (const char* part : {"1 thread(s)", "kernel path", "LibTorch", "ISA"})
     EXPECT_NE(line.find(part), std::string::npos) << part << " in: " << line;
+  const json run_env = read_json(dir / "run_meta.json")["environment"];
+  const std::string draft = fmt::format("draft eagle3 in {} on kernel path {} (0.1M parameters)",
+                                        run_env["compute_dtype"].get<std::string>(), run_env["kernel_path"].get<std::string>());
+  EXPECT_NE(line.find(draft), std::string::npos) << draft << " in: " << line;
   EXPECT_NE(md.find("| Load average (1 min) | "), std::string::npos) << md;
   EXPECT_NE(md.find(" at end"), std::string::npos) << md;
   // stdout: the report's Results table, the gate table (a rule fails, still exit 0), the run dir.

@@ -71,7 +71,7 @@ struct ForwardBenchArgs {
   // Parameters of the generated model (layers of GeneratedModelSpec{} added or removed); 0 = the
   // 100M default, or more when its bf16 weights would not be twice the last-level cache (sysfs).
   int64_t params = 0;
-  std::vector<std::string> dtypes;   // default: bfloat16 and float32
+  std::vector<std::string> dtypes;   // default: bfloat16 and float32 (common.h default_dtypes)
   std::vector<int> batches;          // default: 1, 4, 16
   int gamma = 5;
   int context = 128;
@@ -91,7 +91,7 @@ struct LinearBenchArgs {
   int64_t in = 1024;                 // input features (Qwen3-0.6B's hidden size)
   int64_t out = 0;                   // 0: bf16 weight >= 2 x the last-level cache (>= 192 MiB)
   std::vector<int> rows;             // default: 1, 6, 16
-  std::vector<std::string> dtypes;   // default: bfloat16 and float32
+  std::vector<std::string> dtypes;   // default: bfloat16 and float32 (common.h default_dtypes)
 };
 int run_bench_linear(const LinearBenchArgs& args, const BenchCommon& common);
 
@@ -107,7 +107,7 @@ struct VerifyBenchArgs {
   int gamma = 5;
   double temperature = 0.9;
   double beta = 0.1;
-  std::string dtype = "bfloat16";    // of the reference forward
+  std::string dtype = "auto";        // of the reference forward (auto: its bf16 checkpoint's auto_dtype)
   std::string target = "100m";       // reference forward: "100m" (GeneratedModelSpec{}) | "qwen3-0.6b"
 };
 int run_bench_verify(const VerifyBenchArgs& args, const BenchCommon& common);

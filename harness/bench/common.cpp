@@ -94,6 +94,14 @@ std::string env_line(const json& env) {
                         m["device"].get<std::string>(), m["kernel_path"].get<std::string>(),
                         m.value("weight_pages", std::string("-")));
   }
+  if (env.contains("draft") && env["draft"].contains("kind")) {
+    const json& d = env["draft"];
+    line += fmt::format("\n- draft: {} {}: {} compute on {}, kernel path {}; {} parameters",
+                        d["kind"].get<std::string>(), d["path"].get<std::string>(), d["compute_dtype"].get<std::string>(),
+                        d["device"].get<std::string>(), d["kernel_path"].get<std::string>(),
+                        human_params(d["parameters"].get<int64_t>()));
+  }
+  for (const auto& n : env.value("notices", json::array())) line += "\n- NOTICE: " + n.get<std::string>();
   if (load_busy(env["load_average_1m_start"].get<double>(), env["logical_cpus"].get<double>()))
     line += "\n- WARNING: the machine is busy (load average >= the CPU count): timings are noisy; LibTorch threads "
             "wait on descheduled peers, so --threads 1 is steadier";
@@ -206,6 +214,7 @@ json bench_doc(const std::string& command, json env, const json& readings) {
   json doc;
   doc["command"] = command;
   env["load_average_1m_end"] = load_average_1m();
+  print_notices(env);
   doc["env"] = std::move(env);
   doc["bandwidth"] = readings;
   doc["floor_read_gbps"] = max_read(readings);
@@ -213,13 +222,32 @@ json bench_doc(const std::string& command, json env, const json& readings) {
   return doc;
 }
 
+std::vector<std::string> default_dtypes(const std::string& device) {
+  if (bf16_emulated(device)) return {"float32"};
+  return {"bfloat16", "float32"};
+}
+
+void note_dtypes(json& env, const std::vector<std::string>& dtypes, c10::Device device, bool defaulted) {
+  std::vector<std::string> names;
+  for (const auto& d : dtypes) names.push_back(dtype_name(parse_dtype(d, "--dtype")));
+  set_path_notices(env, names, device.str());
+  if (defaulted && bf16_emulated(device.str()))
+    env["notices"].push_back("bfloat16 left out of the default dtypes: on kernel path aten this CPU has no native "
+                             "bf16 and LibTorch would emulate it; --dtype bfloat16 times it anyway");
+}
+
 double time_ms(const std::function<void()>& fn, int warmup, int repeats, c10::Device device) {
   return time_side_by_side({fn}, warmup, repeats, device).median_ms(0);
 }
 
 void emit(const BenchCommon& c, const json& doc, const std::string& markdown) {
-  if (c.json) fmt::print("{}\n", doc.dump(2));
-  else fmt::print("{}", markdown);
+  if (c.json) {
+    json out = doc;
+    if (c.quick) out["quick"] = true;
+    fmt::print("{}\n", out.dump(2));
+  } else {
+    fmt::print("{}{}", c.quick ? std::string(kQuickLine) + "\n\n" : "", markdown);
+  }
   std::fflush(stdout);
 }
 

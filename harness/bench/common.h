@@ -33,10 +33,17 @@ json environment(int threads);
 json bandwidth_json(const BandwidthResult& r, const std::string& when);
 extern const json kBandwidthConventions;
 BandwidthOptions bandwidth_options(const BenchCommon& c, c10::Device device);
-// The document every bench command prints: {command, env (+ load_average_1m_end, read now),
+// The document every bench command prints: {command, env (+ load_average_1m_end, read now; its
+// notices also go to stderr),
 // bandwidth (the readings), floor_read_gbps (their best read), conventions (the bandwidth ones;
 // each command adds its own)}; the command adds "rows" and anything else.
 json bench_doc(const std::string& command, json env, const json& readings);
+// forward's and linear's --dtype default: bfloat16 and float32, or float32 alone where bfloat16
+// would be emulated (harness/run/environment.h bf16_emulated: kernel path aten, no native bf16).
+std::vector<std::string> default_dtypes(const std::string& device);
+// env["notices"] (harness/run/environment.h path_notices) for a bench computing in `dtypes`
+// (--dtype names) on `device`; `defaulted` (no --dtype given): also says when bfloat16 was left out.
+void note_dtypes(json& env, const std::vector<std::string>& dtypes, c10::Device device, bool defaulted);
 
 struct Column {
   std::string key, header;
@@ -85,7 +92,10 @@ struct TimedRounds {
 TimedRounds time_side_by_side(const std::vector<std::function<void()>>& fns, int warmup, int repeats,
                               c10::Device device);
 double time_ms(const std::function<void()>& fn, int warmup, int repeats, c10::Device device);
+// Prints `doc` (--json) or `markdown`. With --quick the JSON gets "quick": true and the Markdown
+// opens with kQuickLine: the numbers of a smoke test are not meaningful.
 void emit(const BenchCommon& c, const json& doc, const std::string& markdown);
+inline constexpr const char* kQuickLine = "- QUICK: smoke-test sizes and repeats; numbers are not meaningful";
 
 // A scratch directory under the system temp dir, removed with everything in it.
 struct TempDir {

@@ -202,6 +202,8 @@ int run_bench_e2e(const E2eBenchArgs& a, const BenchCommon& c) {
   if (a.draft.empty()) fail("--draft: give a draft checkpoint directory (EAGLE-3 head or, with --draft-kind model, an LM)");
   LoadedModels m = load_models(setup, /*need_tokenizer=*/false);
   env["model"] = model_environment_json(*m.target, a.dtype);
+  env["draft"] = draft_environment_json(m, setup);
+  set_path_notices(env, {dtype_name(m.target->dtype())}, m.target->device().str());
   const int64_t V = m.target->config().vocab_size;
   std::string prompt_source;
   const std::vector<int32_t> prompt = default_or_given_prompt(a, m, V, prompt_source);

@@ -40,7 +40,7 @@ struct ForwardPlan {
 
 ForwardPlan forward_plan(const ForwardBenchArgs& a, const BenchCommon& c) {
   ForwardPlan p;
-  p.dtypes = a.dtypes.empty() ? std::vector<std::string>{"bfloat16", "float32"} : a.dtypes;
+  p.dtypes = a.dtypes.empty() ? default_dtypes(c.device) : a.dtypes;
   p.batches = a.batches;
   if (p.batches.empty()) p.batches = c.quick ? std::vector<int>{1, 2} : std::vector<int>{1, 4, 16};
   for (int b : p.batches)
@@ -288,6 +288,7 @@ int run_bench_forward(const ForwardBenchArgs& a, const BenchCommon& c) {
   json env = environment(threads);  // before the benchmark loads the machine
   const ForwardPlan plan = forward_plan(a, c);
   const c10::Device device = parse_device(c.device, "--device");
+  note_dtypes(env, plan.dtypes, device, a.dtypes.empty());
   json bw = json::array({bandwidth_json(measure_bandwidth(bandwidth_options(c, device)), "start")});
 
   std::optional<TempDir> tmp;

@@ -47,7 +47,7 @@ LinearPlan linear_plan(const LinearBenchArgs& a, const BenchCommon& c) {
   p.rows = a.rows.empty() ? std::vector<int>{1, 6, 16} : a.rows;
   for (int m : p.rows)
     if (m < 1) fail("--rows: row counts must be >= 1 (got {})", m);
-  p.dtypes = a.dtypes.empty() ? std::vector<std::string>{"bfloat16", "float32"} : a.dtypes;
+  p.dtypes = a.dtypes.empty() ? default_dtypes(c.device) : a.dtypes;
   for (const auto& d : p.dtypes) parse_dtype(d, "--dtype");
   p.repeats = c.repeats > 0 ? c.repeats : (c.quick ? 2 : 30);
   p.warmup = c.quick ? 1 : 3;
@@ -116,6 +116,7 @@ int run_bench_linear(const LinearBenchArgs& a, const BenchCommon& c) {
   json env = environment(threads);  // before the benchmark loads the machine
   const c10::Device device = parse_device(c.device, "--device");
   const LinearPlan plan = linear_plan(a, c);
+  note_dtypes(env, plan.dtypes, device, a.dtypes.empty());
   json bw = json::array({bandwidth_json(measure_bandwidth(bandwidth_options(c, device)), "start")});
   auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
   json rows = json::array();

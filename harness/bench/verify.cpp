@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <sstream>
 #include <thread>
@@ -165,7 +166,8 @@ int run_bench_verify(const VerifyBenchArgs& a, const BenchCommon& c) {
     if (b < 1) fail("--batch: batch sizes must be >= 1 (got {})", b);
   r.repeats = c.repeats > 0 ? c.repeats : (c.quick ? 2 : 15);
   r.warmup = c.quick ? 1 : 3;
-  r.dtype = parse_dtype(a.dtype, "--dtype");
+  std::optional<c10::ScalarType> dtype;
+  if (a.dtype != "auto") dtype = parse_dtype(a.dtype, "--dtype");
   r.sp.temperature = a.temperature;
   validate(r.sp, "--temperature");
   r.G = a.gamma;
@@ -178,7 +180,10 @@ int run_bench_verify(const VerifyBenchArgs& a, const BenchCommon& c) {
   if (!c.quick && a.target == "qwen3-0.6b") spec = qwen3_0_6b_spec(r.V);
   spec.vocab = r.V;
   write_random_qwen3(spec, tmp.path, 99);
-  const CausalLM m = CausalLM::load(tmp.path, r.device, r.dtype);
+  const CausalLM m = CausalLM::load(tmp.path, r.device, dtype);
+  r.dtype = m.dtype();
+  env["model"] = model_environment_json(m, a.dtype);
+  set_path_notices(env, {dtype_name(m.dtype())}, r.device.str());
 
   auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
   json rows = json::array();

@@ -24,7 +24,9 @@ void add_common(CLI::App* sub, CommonOptions& common, BenchCommon& bc) {
 
 // --dtype for the benches that time several dtypes (forward, linear).
 void add_dtype_list(CLI::App* sub, std::vector<std::string>& dtypes) {
-  sub->add_option("--dtype", dtypes, "bfloat16 | float32 | float16 (repeatable; default: bfloat16 and float32)");
+  sub->add_option("--dtype", dtypes,
+                  "bfloat16 | float32 | float16 (repeatable; default: bfloat16 and float32, float32 alone where "
+                  "bfloat16 would be emulated: kernel path aten on a CPU without native bf16, said in a notice)");
 }
 
 BenchCommon merged(const CommonOptions& common, BenchCommon bc) {
@@ -97,7 +99,8 @@ void add_verify_command(CLI::App* bench, CommonOptions& common, const std::share
   gamma_range(sub->add_option("--gamma", args->gamma, "Draft tokens per step")->capture_default_str());
   sub->add_option("--temperature", args->temperature, "Sampling temperature for process_logits")->capture_default_str();
   sub->add_option("--beta", args->beta, "EARS beta")->capture_default_str();
-  sub->add_option("--dtype", args->dtype, "dtype of the reference target forward")->capture_default_str();
+  sub->add_option("--dtype", args->dtype, "dtype of the reference target forward: auto | bfloat16 | float32 | float16")
+      ->capture_default_str();
   sub->add_option("--target", args->target,
                   "Reference target forward (random weights): 100m (hidden 768, 12 layers) or qwen3-0.6b "
                   "(Qwen3-0.6B's dimensions)")

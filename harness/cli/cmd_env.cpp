@@ -37,7 +37,9 @@ int run_env(const EnvArgs& a, const CommonOptions& common) {
     const CausalLM m = CausalLM::load(a.model, device, dtype);
     j["model"] = model_environment_json(m, a.dtype);
     j["model"]["path"] = a.model;
+    set_path_notices(j, {dtype_name(m.dtype())}, m.device().str());
   }
+  print_notices(j);
   if (common.json) {
     fmt::print("{}\n", j.dump());
     return 0;

@@ -162,16 +162,62 @@ struct GenerateArgs {
   runner::DecodeSettings decoding = generate_defaults();  // --temperature ... --gamma
 };
 
+// generate --json's document: {ids, text, finish_reason, stats, env}; `env` is what ran (read
+// before the models loaded, with their facts), load_average_1m_end is read now.
+json generate_json(const GenResult& r, double load_s, const GenerateArgs& a, int threads, json env) {
+  const auto& st = r.stats;
+  const int64_t new_tokens = static_cast<int64_t>(r.ids.size());
+  json j;
+  j["ids"] = r.ids;
+  j["text"] = r.text;
+  j["finish_reason"] = r.finish_reason;
+  j["stats"] = {{"prompt_tokens", r.prompt_tokens},
+                {"new_tokens", new_tokens},
+                {"steps", st.steps},
+                {"drafted", st.drafted},
+                {"accepted", st.accepted},
+                {"corrections", st.corrections},
+                {"bonus", st.bonus},
+                {"pardoned", st.pardoned},
+                {"accepted_per_position", st.accepted_per_position},
+                {"mean_accept_length", st.steps ? double(st.emitted()) / st.steps : 0.0},
+                {"distortion_tv_mean", st.distortion_n ? st.distortion_sum / st.distortion_n : 0.0},
+                {"ttft_s", r.ttft_s},
+                {"latency_s", r.latency_s},
+                {"prefill_s", st.prefill_s},
+                {"draft_s", st.draft_s},
+                {"verify_s", st.verify_s},
+                {"other_s", st.other_s},
+                {"host_syncs", st.host_syncs},
+                {"output_tokens_per_s", r.latency_s > 0 ? new_tokens / r.latency_s : 0.0},
+                {"load_s", load_s},
+                {"threads", threads},
+                {"draft_kind", a.setup.draft_kind},
+                {"verifier", a.decoding.verifier}};
+  env["load_average_1m_end"] = load_average_1m();
+  j["env"] = std::move(env);
+  return j;
+}
+
+// The prompt's ids: --prompt encoded (in the chat template with --chat), or --ids.
+std::vector<int32_t> generate_prompt(const GenerateArgs& a, const LoadedModels& m) {
+  std::vector<int32_t> prompt =
+      a.has_prompt ? m.tokenizer->encode(a.chat ? qwen3_chat_prompt(a.prompt, a.thinking) : a.prompt)
+                   : parse_ids(a.ids, "--ids");
+  if (prompt.empty()) fail("the prompt is empty; pass --prompt TEXT or --ids \"...\"");
+  return prompt;
+}
+
 int run_generate(const GenerateArgs& a, CommonOptions& common) {
   const int threads = set_threads(common.threads);
+  json env = environment_json();  // its load_average_1m_start: before the models load the machine
   LoadedModels m = load_models(a.setup, /*need_tokenizer=*/a.has_prompt);
-  std::vector<int32_t> prompt;
-  if (a.has_prompt) {
-    prompt = m.tokenizer->encode(a.chat ? qwen3_chat_prompt(a.prompt, a.thinking) : a.prompt);
-  } else {
-    prompt = parse_ids(a.ids, "--ids");
-  }
-  if (prompt.empty()) fail("the prompt is empty; pass --prompt TEXT or --ids \"...\"");
+  // What ran (harness/run/environment.h): the target's and the draft's facts, the slow paths.
+  env["model"] = model_environment_json(*m.target, a.setup.dtype);
+  if (m.drafter) env["draft"] = draft_environment_json(m, a.setup);
+  set_path_notices(env, {dtype_name(m.target->dtype())}, m.target->device().str());
+  print_notices(env);
+  const std::vector<int32_t> prompt = generate_prompt(a, m);
   if (a.decoding.draft_sampling != "greedy" && a.decoding.draft_sampling != "sample")
     fail("--draft-sampling '{}' is not one of: sample, greedy", a.decoding.draft_sampling);
   const DecodeParams p = runner::decode_params(a.decoding, stop_token_ids(m));
@@ -182,48 +228,17 @@ int run_generate(const GenerateArgs& a, CommonOptions& common) {
   req.key = "generate";
   GenResult r = engine.generate({req}, p).at(0);
   if (!r.error.empty()) fail("generation failed: {}", r.error);
+  if (common.json) {
+    fmt::print("{}\n", generate_json(r, m.load_s, a, threads, std::move(env)).dump());
+    return 0;
+  }
   const auto& st = r.stats;
   const int64_t new_tokens = static_cast<int64_t>(r.ids.size());
-  const double decode_s = r.latency_s - r.ttft_s;
-  if (common.json) {
-    json j;
-    j["ids"] = r.ids;
-    j["text"] = r.text;
-    j["finish_reason"] = r.finish_reason;
-    j["stats"] = {{"prompt_tokens", r.prompt_tokens},
-                  {"new_tokens", new_tokens},
-                  {"steps", st.steps},
-                  {"drafted", st.drafted},
-                  {"accepted", st.accepted},
-                  {"corrections", st.corrections},
-                  {"bonus", st.bonus},
-                  {"pardoned", st.pardoned},
-                  {"accepted_per_position", st.accepted_per_position},
-                  {"mean_accept_length", st.steps ? double(st.emitted()) / st.steps : 0.0},
-                  {"distortion_tv_mean", st.distortion_n ? st.distortion_sum / st.distortion_n : 0.0},
-                  {"ttft_s", r.ttft_s},
-                  {"latency_s", r.latency_s},
-                  {"prefill_s", st.prefill_s},
-                  {"draft_s", st.draft_s},
-                  {"verify_s", st.verify_s},
-                  {"other_s", st.other_s},
-                  {"host_syncs", st.host_syncs},
-                  {"output_tokens_per_s", r.latency_s > 0 ? new_tokens / r.latency_s : 0.0},
-                  {"load_s", m.load_s},
-                  {"threads", threads},
-                  {"draft_kind", a.setup.draft_kind},
-                  {"verifier", a.decoding.verifier}};
-    // What ran (harness/run/environment.h): threads, wait policy, CPU, kernel path; the target's dtypes.
-    j["env"] = environment_json();
-    j["env"]["model"] = model_environment_json(*m.target, a.setup.dtype);
-    fmt::print("{}\n", j.dump());
-  } else {
-    fmt::print("{}\n", r.text.empty() && !m.tokenizer ? fmt::format("{}", fmt::join(r.ids, " ")) : r.text);
-    fmt::print(stderr, "[{} new tokens in {:.3f} s ({:.1f} tok/s; ttft {:.3f} s, decode {:.3f} s); steps {}, "
-               "mean accept length {:.2f}, finish: {}]\n",
-               new_tokens, r.latency_s, r.latency_s > 0 ? new_tokens / r.latency_s : 0.0, r.ttft_s, decode_s,
-               st.steps, st.steps ? double(st.emitted()) / st.steps : 0.0, r.finish_reason);
-  }
+  fmt::print("{}\n", r.text.empty() && !m.tokenizer ? fmt::format("{}", fmt::join(r.ids, " ")) : r.text);
+  fmt::print(stderr, "[{} new tokens in {:.3f} s ({:.1f} tok/s; ttft {:.3f} s, decode {:.3f} s); steps {}, "
+             "mean accept length {:.2f}, finish: {}]\n",
+             new_tokens, r.latency_s, r.latency_s > 0 ? new_tokens / r.latency_s : 0.0, r.ttft_s,
+             r.latency_s - r.ttft_s, st.steps, st.steps ? double(st.emitted()) / st.steps : 0.0, r.finish_reason);
   return 0;
 }
 

@@ -9,6 +9,8 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <cstring>
@@ -23,6 +25,8 @@
 #include "decoders/runtime.h"
 #include "decoders/work_pool.h"
 #include "ears_git_commit.h"  // generated: scripts/git_stamp.cmake
+#include "harness/run/model_setup.h"
+#include "harness/base/strings.h"
 
 namespace ears {
 using json = nlohmann::json;
@@ -141,6 +145,65 @@ int64_t l3_cache_bytes() {
 
 }  // namespace
 
+namespace {
+
+// The variable that caps the kernel path below the best, as NAME=value ("" when none does).
+std::string kernel_cap_variable() {
+  for (const char* name : {"EARS_NO_CPU_KERNELS", "EARS_KERNELS"}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && *v != '\0' && !(std::string(name) == "EARS_NO_CPU_KERNELS" && std::string(v) == "0"))
+      return fmt::format("{}={}", name, v);
+  }
+  return "";
+}
+
+std::string emulated_bf16_notice() {
+  const std::string cap = kernels::cpu_info().onednn_cap;
+  return fmt::format("bfloat16 on the CPU on kernel path aten, and this CPU has no native bf16 (AVX512_BF16 or "
+                     "AMX{}): LibTorch emulates it, several times slower than float32; use dtype auto or float32",
+                     cap.empty() ? "" : ", or oneDNN is capped by ONEDNN_MAX_CPU_ISA=" + cap);
+}
+
+std::string kernel_cap_notice() {
+  const std::string var = kernel_cap_variable();
+  const char* path = kernels::path_name(kernels::path());
+  const char* best = kernels::path_name(kernels::best_path());
+  if (var.empty()) return fmt::format("kernel path {}, below this CPU's best {} (switched by the command)", path, best);
+  const std::string name = var.substr(0, var.find('='));
+  return fmt::format("kernel path {}, below this CPU's best {}: {} caps it; unset {} for the fastest path", path,
+                     best, var, name);
+}
+
+}  // namespace
+
+bool bf16_emulated(const std::string& device) {
+  return device == "cpu" && kernels::path() == kernels::Path::aten && !kernels::native_bf16();
+}
+
+std::vector<std::string> path_notices(int threads, const std::string& compute_dtype, const std::string& device) {
+  std::vector<std::string> out;
+  if (compute_dtype == "bfloat16" && bf16_emulated(device)) out.push_back(emulated_bf16_notice());
+  if (kernels::path() != kernels::best_path()) out.push_back(kernel_cap_notice());
+  if (threads > logical_cpus())
+    out.push_back(fmt::format("{} LibTorch threads on {} logical CPUs: the workers wait on each other; use at most {} "
+                              "(or 0: the idle ones)",
+                              threads, logical_cpus(), logical_cpus()));
+  return out;
+}
+
+void set_path_notices(json& env, const std::vector<std::string>& compute_dtypes, const std::string& device) {
+  std::vector<std::string> all;
+  const int threads = env.value("threads", at::get_num_threads());
+  for (const std::string& dtype : compute_dtypes.empty() ? std::vector<std::string>{""} : compute_dtypes)
+    for (std::string& n : path_notices(threads, dtype, device))
+      if (std::find(all.begin(), all.end(), n) == all.end()) all.push_back(std::move(n));
+  env["notices"] = all;
+}
+
+void print_notices(const json& env) {
+  for (const auto& n : env.value("notices", json::array())) fmt::print(stderr, "ears-bench: notice: {}\n", n.get<std::string>());
+}
+
 json environment_json() {
   const kernels::CpuInfo& cpu = kernels::cpu_info();
   // A CUDA build registers the real CUDA hooks (hasCUDART), with or without a visible device;
@@ -158,7 +221,8 @@ json environment_json() {
           {"l3_cache_bytes", l3_cache_bytes()},
           {"kernel_path_best", kernels::path_name(kernels::best_path())},
           {"kernel_path", kernels::path_name(kernels::path())},
-          {"load_average_1m_start", load_average_1m()}};
+          {"load_average_1m_start", load_average_1m()},
+          {"notices", path_notices(at::get_num_threads())}};
 }
 
 json model_environment_json(const CausalLM& model, const std::string& dtype_requested) {
@@ -170,6 +234,20 @@ json model_environment_json(const CausalLM& model, const std::string& dtype_requ
           {"kernel_path", layers::kernel_path_name(model.device(), model.dtype())},
           {"weight_pages", weight_memory::pages_summary()},
           {"target_parameters", model.config().parameter_count()}};
+}
+
+json draft_environment_json(const LoadedModels& m, const ModelSetup& setup) {
+  if (!m.drafter) return json::object();
+  const CausalLM* lm = m.draft_model ? m.draft_model.get() : m.target.get();  // kind model (or a self-draft)
+  const c10::Device device = m.head ? m.head->device() : lm->device();
+  const c10::ScalarType dtype = m.head ? m.head->dtype() : lm->dtype();
+  return {{"kind", setup.draft_kind},
+          {"path", setup.draft_path},
+          {"device", device.str()},
+          {"compute_dtype", dtype_name(dtype)},
+          {"weight_dtype", dtype_name(dtype)},
+          {"kernel_path", layers::kernel_path_name(device, dtype)},
+          {"parameters", m.head ? m.head->parameter_count() : lm->config().parameter_count()}};
 }
 
 std::string resolved_dtype_name(const std::string& path, const std::string& dtype_requested, const std::string& device) {

@@ -6,10 +6,13 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <string>
+#include <vector>
 
 namespace ears {
 
 class CausalLM;
+struct LoadedModels;
+struct ModelSetup;
 
 // Set to "1" when ears-bench itself set GOMP_SPINCOUNT; "exec-failed" when the fallback re-exec
 // failed (the process then runs with libgomp's default).
@@ -57,10 +60,29 @@ void tune_malloc();
 // 1-minute load average from /proc/loadavg (-1 when unreadable).
 double load_average_1m();
 
+// The slow or forced paths this process takes, one sentence each (never silent: every output
+// records them as "notices", stderr shows them as `ears-bench: notice: ...`, a run's report lists
+// them among its warnings):
+//   a model computing in bfloat16 on the CPU on kernel path aten without native bf16
+//     (kernels::native_bf16()): LibTorch emulates it ("bfloat16" == compute_dtype, device "cpu");
+//   a kernel path below kernel_path_best: capped by EARS_KERNELS / EARS_NO_CPU_KERNELS (or switched);
+//   more LibTorch threads than logical CPUs.
+// `compute_dtype` "" when no model is loaded.
+// bf16_emulated(device): bfloat16 on `device` would be emulated (the first notice's case).
+bool bf16_emulated(const std::string& device);
+std::vector<std::string> path_notices(int threads, const std::string& compute_dtype = "",
+                                      const std::string& device = "cpu");
+// env["notices"] = path_notices for env["threads"] and each of `compute_dtypes` on `device`, each
+// notice once.
+void set_path_notices(nlohmann::json& env, const std::vector<std::string>& compute_dtypes, const std::string& device);
+// Prints env["notices"] to stderr, one `ears-bench: notice: ...` line each.
+void print_notices(const nlohmann::json& env);
+
 // Machine and process facts:
 //   {threads (LibTorch intra-op threads in effect), omp_wait_policy, libtorch (its version),
 //    cuda_build, cuda_devices, cpu_model, cpu_isa, cpu_flags, logical_cpus, l3_cache_bytes,
-//    kernel_path_best, kernel_path (in effect for the process), load_average_1m_start (now)}
+//    kernel_path_best, kernel_path (in effect for the process), load_average_1m_start (now),
+//    notices (path_notices without a model)}
 // Every output uses these names; where the command reads the load again at its end, that reading
 // is load_average_1m_end.
 nlohmann::json environment_json();
@@ -70,6 +92,11 @@ nlohmann::json environment_json();
 // model's dtype and device take: layers::kernel_path_name), weight_pages (the packed weights' page
 // size: decoders/weight_memory.h), target_parameters (ModelConfig::parameter_count)}.
 nlohmann::json model_environment_json(const CausalLM& model, const std::string& dtype_requested);
+
+// The draft's facts, named as the target's ({} for draft kind none): {kind, path, device,
+// compute_dtype, weight_dtype, kernel_path, parameters}. An EAGLE-3 head computes in the target's
+// dtype on the target's device; a draft model (kind model) in the dtype it loaded with.
+nlohmann::json draft_environment_json(const LoadedModels& models, const ModelSetup& setup);
 
 // The compute dtype a model at `path` would get for `dtype_requested` ("auto" resolves through
 // auto_dtype from config.json's torch_dtype) on `device`, without loading the weights; the

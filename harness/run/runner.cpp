@@ -252,7 +252,19 @@ json fresh_environment(const Run& r, const json& fingerprint) {
               {"command_line", command_line()},
               {"started_at", now_iso()},
               {"fingerprint", fingerprint}});
+  set_path_notices(env, {env["dtype"].get<std::string>()}, target.device);
   return env;
+}
+
+// This resumed session: when, how, and its notices (path_notices).
+json resumed_session(const Run& r) {
+  const config::TargetSpec& target = r.spec.target;
+  const std::string dtype = resolved_dtype_name(target.path, target.dtype, target.device);
+  return {{"at", now_iso()},
+          {"command_line", command_line()},
+          {"threads", r.threads},
+          {"load_average_1m_start", load_average_1m()},
+          {"notices", path_notices(r.threads, dtype, target.device)}};
 }
 
 // A resumed run's environment: the recorded one after the resume checks (check_resume_matches;
@@ -267,10 +279,7 @@ json resumed_environment(const Run& r, const json& fingerprint, const json& data
     r.say(fmt::format("warning: --force: resuming although {}", fmt::join(forced, "; ")));
   }
   if (!env.contains("resumed") || !env["resumed"].is_array()) env["resumed"] = json::array();
-  env["resumed"].push_back({{"at", now_iso()},
-                            {"command_line", command_line()},
-                            {"threads", r.threads},
-                            {"load_average_1m_start", load_average_1m()}});
+  env["resumed"].push_back(resumed_session(r));
   if (r.prior.dataset.value("n_requests", json()) != dataset["n_requests"])
     r.say(fmt::format("warning: the dataset now yields {} requests for this run, run_meta.json recorded {}",
                       r.reqs.size(), r.prior.dataset.value("n_requests", json()).dump()));
@@ -287,6 +296,9 @@ void start_meta(Run& r) {
   const json dataset = dataset_json(r);
   const json fingerprint = run_fingerprint(r.spec, r.dataset);
   meta.environment = r.resume ? resumed_environment(r, fingerprint, dataset) : fresh_environment(r, fingerprint);
+  // This session's slow or forced paths (the report lists them among its warnings).
+  const json& session = r.resume ? meta.environment["resumed"].back() : meta.environment;
+  for (const auto& n : session.value("notices", json::array())) r.say("ears-bench: notice: " + n.get<std::string>());
   meta.dataset = dataset;
   r.arms.resize(r.spec.arms.size());
   for (std::size_t i = 0; i < r.arms.size(); ++i) {
@@ -340,7 +352,8 @@ void announce(Run& r) {
                     r.already ? fmt::format(" ({} already done)", r.already) : "", r.threads));
 }
 
-// The model sets, each arm's DecodeParams, a new run's model facts in run_meta.json, the warm-up.
+// The model sets, each arm's DecodeParams, a new run's model facts (target and draft) in
+// run_meta.json, the warm-up.
 void load_models(Run& r) {
   r.sets = assign_model_sets(r.spec, r.arms);
   load_model_sets(r.sets, r.arms, r.spec, r.reqs, r.say);
@@ -351,6 +364,10 @@ void load_models(Run& r) {
     facts.erase("device");
     r.meta.environment["dtype"] = facts["compute_dtype"];
     r.meta.environment.update(facts);
+    // The draft's facts (the first drafting arm's draft): what its head or model computed in.
+    for (const ModelSet& set : r.sets)
+      if (set.models.drafter && !r.meta.environment.contains("draft"))
+        r.meta.environment["draft"] = draft_environment_json(set.models, set.setup);
     write_run_meta(r.meta, r.dir);
   }
   warm_up(r.sets, r.arms, r.spec.run.warmup, r.reqs.size(), r.say);
