@@ -166,6 +166,24 @@ bool load_busy(double load_average_1m, double logical_cpus) {
   return logical_cpus > 0 && load_average_1m >= logical_cpus;
 }
 
+std::vector<std::string> path_fact_differences(const json& recorded, const json& other) {
+  std::vector<std::string> out;
+  const auto text = [](const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+  for (const char* k : kPathFacts) {
+    const json a = recorded.is_object() ? recorded.value(k, json()) : json();
+    const json b = other.is_object() ? other.value(k, json()) : json();
+    if (!a.is_null() && !b.is_null() && a != b) out.push_back(fmt::format("{} {} -> {}", k, text(a), text(b)));
+  }
+  return out;
+}
+
+std::string resumed_path_warning(const std::string& dir, const json& environment, const json& session) {
+  const std::vector<std::string> diffs = path_fact_differences(environment, session);
+  if (diffs.empty()) return "";
+  return fmt::format("{} was resumed at {} on another path ({}): its results mix both", dir,
+                     session.value("at", std::string("?")), fmt::join(diffs, "; "));
+}
+
 std::string ArmReport::entry_owner(const json& j, const std::string& origin) {
   if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) fail("{}: every arm needs a string 'name'", origin);
   return fmt::format("arm '{}'", j["name"].get<std::string>());
@@ -392,7 +410,8 @@ std::pair<int, int> shard_of(const RunMeta& m) {
 
 // The runs must be disjoint parts of one experiment: no directory twice, each shard once, one
 // shard count, no whole run beside shards, and the same config, models and dataset (unless
-// `force`: then the differences become warnings). Returns the missing shard indices.
+// `force`: then the differences become warnings); parts on different paths (kPathFacts) are
+// warned about. Returns the missing shard indices.
 std::vector<int> check_parts(const std::vector<RunMeta>& metas, const std::vector<fs::path>& dirs, bool force,
                              std::vector<std::string>& warnings) {
   if (metas.empty()) fail("no run directories given; pass at least one RUN_DIR");
@@ -410,6 +429,9 @@ std::vector<int> check_parts(const std::vector<RunMeta>& metas, const std::vecto
            dirs[seen.begin()->second].string(), metas[seen.begin()->second].dataset.value("shard", "whole run"),
            dirs[i].string(), metas[i].dataset.value("shard", "whole run"));
     seen.emplace(s, i);
+    if (const auto paths = path_fact_differences(metas[0].environment, metas[i].environment); !paths.empty())
+      warnings.push_back(fmt::format("{} and {} ran on different paths ({}): the merged numbers mix both",
+                                     dirs[0].string(), dirs[i].string(), fmt::join(paths, "; ")));
     auto diffs = json_differences(metas[0].config, metas[i].config);
     for (auto& d : json_differences(metas[0].environment.value("fingerprint", json::object()),
                                     metas[i].environment.value("fingerprint", json::object())))
@@ -469,6 +491,9 @@ LoadedRuns load_runs(const std::vector<fs::path>& run_dirs, bool force) {
       out.warnings.push_back(fmt::format("{} was resumed with --force although {}", dir.string(),
                                          fmt::join(f.value("differences", std::vector<std::string>{}), "; ")));
     add_notices(metas.back().environment, out.warnings);
+    for (const auto& session : metas.back().environment.value("resumed", json::array()))
+      if (const std::string w = resumed_path_warning(dir.string(), metas.back().environment, session); !w.empty())
+        out.warnings.push_back(w);
   }
   const std::vector<int> missing = check_parts(metas, run_dirs, force, out.warnings);
   std::vector<RequestResult> all;

@@ -624,6 +624,46 @@ TEST(RunDir, MergeRefusesOverlapsMixesAndOverwrites) {
   fs::remove_all(root);
 }
 
+// Shards may run on different nodes: parts that ran on different paths (kernel path, compute
+// dtype, CPU, ISA, LibTorch) merge with a warning naming the directories and values, not a
+// failure; a resumed session on another path and the recorded notices are warnings too, each
+// once; none of them fails a gate.
+TEST(RunDir, MergeWarnsWhenPartsRanOnDifferentPaths) {
+  const fs::path root = temp_dir("paths");
+  const auto rs = sweep_results();
+  ReportInputs in = sweep_inputs();
+  in.environment.update({{"kernel_path", "amx"}, {"compute_dtype", "bfloat16"}, {"cpu_model", "Xeon"},
+                         {"cpu_isa", "avx2 fma amx-bf16"}, {"notices", {"kernel path avx2, below the best"}}});
+  const size_t half = rs.size() / 2;
+  write_shard(root / "s1", {rs.begin(), rs.begin() + static_cast<long>(half)}, in, true, 0.5, "0/2");
+  write_shard(root / "s2", {rs.begin() + static_cast<long>(half), rs.end()}, in, true, 0.5, "1/2");
+  const Report same = report_from_run_dirs({root / "s1", root / "s2"}, kDefaultBootstrapSeed, 100);
+  EXPECT_EQ(same.warnings, std::vector<std::string>{"kernel path avx2, below the best"}) << "the notice, once";
+
+  // s2 edited by hand: another kernel path and CPU; s1 resumed once on another dtype.
+  json meta2 = json::parse(test::read_file(root / "s2" / kRunMetaFile));
+  meta2["environment"]["kernel_path"] = "avx2";
+  meta2["environment"]["cpu_model"] = "EPYC";
+  std::ofstream(root / "s2" / kRunMetaFile, std::ios::trunc) << meta2.dump();
+  json meta1 = json::parse(test::read_file(root / "s1" / kRunMetaFile));
+  meta1["environment"]["resumed"] = {{{"at", "T1"}, {"kernel_path", "amx"}, {"compute_dtype", "float32"}},
+                                     {{"at", "T2"}, {"kernel_path", "amx"}, {"notices", {"3 LibTorch threads"}}}};
+  std::ofstream(root / "s1" / kRunMetaFile, std::ios::trunc) << meta1.dump();
+  const Report mixed = report_from_run_dirs({root / "s1", root / "s2"}, kDefaultBootstrapSeed, 100);
+  EXPECT_FALSE(mixed.partial);
+  const std::string s1 = (root / "s1").string(), s2 = (root / "s2").string();
+  EXPECT_EQ(mixed.warnings,
+            (std::vector<std::string>{
+                "kernel path avx2, below the best", "3 LibTorch threads",
+                s1 + " was resumed at T1 on another path (compute_dtype bfloat16 -> float32): its results mix both",
+                s1 + " and " + s2 + " ran on different paths (kernel_path amx -> avx2; cpu_model Xeon -> EPYC): the "
+                                    "merged numbers mix both"}));
+  EXPECT_NE(render_markdown(mixed).find("> Warning: " + s1 + " and " + s2 + " ran on different paths"),
+            std::string::npos);
+  EXPECT_TRUE(evaluate_gates(mixed, {parse_gate_rule("ears-0.6 n_requests == 30")}).all_passed);
+  fs::remove_all(root);
+}
+
 // ---------------------------------------------------------------------------------------------
 // gates
 

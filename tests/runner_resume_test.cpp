@@ -114,6 +114,36 @@ TEST(RunnerCli, ResumeAfterSigkillMatchesAnUninterruptedRun) {
   EXPECT_EQ(read_json(dir / "run_meta.json")["environment"]["resumed"].size(), 1u);
 }
 
+// A session resumed on another kernel path (EARS_KERNELS set this time) records its path facts and
+// notices in its "resumed" entry, says so on stderr, and the report warns that the run mixes paths.
+TEST(RunnerCli, ResumeOnAnotherKernelPathIsRecordedAndWarned) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path dir = env().root / "repath";
+  fs::copy(reference_run(), dir, fs::copy_options::recursive);
+  const json recorded = read_json(dir / "run_meta.json")["environment"];
+  if (recorded["kernel_path"] == "aten") GTEST_SKIP() << "the run already took the aten path";
+  Proc p;
+  {
+    test::ScopedEnv path("EARS_KERNELS", "aten");
+    p = cli({"run", "--resume", dir.string(), "--threads", "1"});
+  }
+  ASSERT_EQ(p.exit_code, 0) << show(p);
+  const json session = read_json(dir / "run_meta.json")["environment"]["resumed"].back();
+  EXPECT_EQ(session["kernel_path"], "aten") << session;
+  for (const char* k : {"compute_dtype", "cpu_model", "cpu_isa", "libtorch"}) EXPECT_EQ(session[k], recorded[k]) << k;
+  const std::string capped = fmt::format("kernel path aten, below this CPU's best {}: EARS_KERNELS=aten caps it",
+                                         recorded["kernel_path_best"].get<std::string>());
+  ASSERT_EQ(session["notices"].size(), 1u) << session;
+  EXPECT_EQ(session["notices"][0].get<std::string>().rfind(capped, 0), 0u) << session;
+  const std::string mixed = fmt::format("{} was resumed at {} on another path (kernel_path {} -> aten): its results mix both",
+                                        dir.string(), session["at"].get<std::string>(), recorded["kernel_path"].get<std::string>());
+  EXPECT_NE(p.err.find("ears-bench: notice: " + capped), std::string::npos) << p.err;
+  EXPECT_NE(p.err.find("warning: " + mixed), std::string::npos) << p.err;
+  const json report = read_json(dir / "report.json");
+  EXPECT_EQ(report["warnings"], json::array({session["notices"][0], mixed})) << report["warnings"];
+  EXPECT_NE(test::read_file(dir / "report.md").find("> Warning: " + mixed), std::string::npos);
+}
+
 // One writer per run directory (a second one fails at once, a killed one leaves no lock), and
 // --resume refuses a config.yaml edited since the start unless --force (recorded in the report).
 TEST(RunnerCli, OneWriterPerRunDirAndResumeRefusesAChangedConfig) {

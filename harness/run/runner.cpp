@@ -18,6 +18,7 @@
 
 #include "datasets/dataset.h"
 #include "decoders/engine.h"
+#include "decoders/layers.h"
 #include "decoders/runtime.h"
 #include "harness/base/error.h"
 #include "harness/base/files.h"
@@ -256,19 +257,29 @@ json fresh_environment(const Run& r, const json& fingerprint) {
   return env;
 }
 
-// This resumed session: when, how, and its notices (path_notices).
+// What this resumed session computes with (kPathFacts, reports/report.h): the target's resolved
+// dtype and the kernel path it takes, the CPU, LibTorch; its notices (path_notices).
 json resumed_session(const Run& r) {
   const config::TargetSpec& target = r.spec.target;
   const std::string dtype = resolved_dtype_name(target.path, target.dtype, target.device);
-  return {{"at", now_iso()},
-          {"command_line", command_line()},
-          {"threads", r.threads},
-          {"load_average_1m_start", load_average_1m()},
-          {"notices", path_notices(r.threads, dtype, target.device)}};
+  const json machine = environment_json();
+  json s = {{"at", now_iso()},
+            {"command_line", command_line()},
+            {"threads", r.threads},
+            {"load_average_1m_start", machine["load_average_1m_start"]},
+            {"compute_dtype", dtype}};
+  try {
+    s["kernel_path"] = layers::kernel_path_name(parse_device(target.device), parse_dtype(dtype, "target.dtype"));
+  } catch (const std::exception&) {  // loading the model says what is wrong
+  }
+  for (const char* k : {"cpu_model", "cpu_isa", "libtorch"}) s[k] = machine[k];
+  s["notices"] = path_notices(r.threads, dtype, target.device);
+  return s;
 }
 
 // A resumed run's environment: the recorded one after the resume checks (check_resume_matches;
-// with --force the differences go to "forced"), with this session added to "resumed".
+// with --force the differences go to "forced"), with this session added to "resumed" (and a
+// warning when it runs on another path than the recorded one).
 json resumed_environment(const Run& r, const json& fingerprint, const json& dataset) {
   json env = r.prior.environment;
   const auto forced = check_resume_matches(r.dir, r.prior.config, r.prior.environment.value("fingerprint", json()),
@@ -280,6 +291,8 @@ json resumed_environment(const Run& r, const json& fingerprint, const json& data
   }
   if (!env.contains("resumed") || !env["resumed"].is_array()) env["resumed"] = json::array();
   env["resumed"].push_back(resumed_session(r));
+  if (const std::string w = resumed_path_warning(r.dir.string(), env, env["resumed"].back()); !w.empty())
+    r.say("warning: " + w);
   if (r.prior.dataset.value("n_requests", json()) != dataset["n_requests"])
     r.say(fmt::format("warning: the dataset now yields {} requests for this run, run_meta.json recorded {}",
                       r.reqs.size(), r.prior.dataset.value("n_requests", json()).dump()));
