@@ -113,8 +113,11 @@ std::string compute_text(const json& env) {
   const std::string device = text_at(env, {"device"});
   if (device.rfind("cuda", 0) == 0) parts.push_back("GPU " + device);
   else if (!text_at(env, {"cpu_model"}).empty())
-    parts.push_back(fmt::format("CPU {}{}", text_at(env, {"cpu_model"}),
-                                text_at(env, {"cpu_isa"}).empty() ? "" : " (ISA " + text_at(env, {"cpu_isa"}) + ")"));
+    parts.push_back(fmt::format("CPU {}{}{}", text_at(env, {"cpu_model"}),
+                                text_at(env, {"cpu_isa"}).empty() ? "" : " (ISA " + text_at(env, {"cpu_isa"}) + ")",
+                                text_at(env, {"aten_cpu_capability"}).empty()
+                                    ? ""
+                                    : ", ATen CPU capability " + text_at(env, {"aten_cpu_capability"})));
   if (!text_at(env, {"libtorch"}).empty())
     parts.push_back("LibTorch " + text_at(env, {"libtorch"}) + (text_at(env, {"cuda_build"}) == "true" ? " (CUDA build)" : ""));
   return fmt::format("{}", fmt::join(parts, ", "));

@@ -77,7 +77,8 @@ void expect_header(const json& j, const std::string& command, size_t readings) {
   EXPECT_FALSE(j["env"].value("cpu_model", "").empty());
   // What ran (harness/run/environment.h).
   for (const char* k : {"omp_wait_policy", "cuda_build", "cuda_devices", "cpu_isa", "cpu_flags", "logical_cpus",
-                        "l3_cache_bytes", "kernel_path_best", "kernel_path", "load_average_1m_start", "load_average_1m_end"})
+                        "l3_cache_bytes", "kernel_path_best", "kernel_path", "aten_cpu_capability", "load_average_1m_start",
+                        "load_average_1m_end"})
     EXPECT_TRUE(j["env"].contains(k)) << command << ": env lacks " << k;
   EXPECT_TRUE(j["env"]["notices"].is_array()) << command << ": " << j["env"].dump();
   EXPECT_EQ(j.value("quick", false), true) << command << ": --quick numbers are marked as not meaningful";

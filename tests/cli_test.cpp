@@ -417,8 +417,12 @@ TEST(Cli, EnvJsonHasTheFacts) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
   for (const char* k : {"threads", "omp_wait_policy", "libtorch", "cuda_build", "cuda_devices", "cpu_model", "cpu_isa",
-                        "logical_cpus", "l3_cache_bytes", "kernel_path_best", "kernel_path", "load_average_1m_start"})
+                        "logical_cpus", "l3_cache_bytes", "kernel_path_best", "kernel_path", "aten_cpu_capability",
+                        "load_average_1m_start"})
     EXPECT_TRUE(j.contains(k)) << k << " in " << r.out;
+  // ATen's own vector code, from at::show_config() ("AVX2", "AVX512", "NO AVX").
+  EXPECT_NE(j["aten_cpu_capability"], "unknown") << r.out;
+  EXPECT_NE(j["aten_cpu_capability"], "") << r.out;
   // One vocabulary: report.json's names, no second spelling.
   for (const char* k : {"torch_version", "load_average_1m"}) EXPECT_FALSE(j.contains(k)) << k << " in " << r.out;
   EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(j["libtorch"].get<std::string>().at(0)))) << r.out;  // "1.13.0"
@@ -472,11 +476,12 @@ TEST(Cli, EnvNoticesACappedPathAndTooManyThreads) {
   const std::string best = json::parse(plain.out)["kernel_path_best"].get<std::string>();
   const int cpus = json::parse(plain.out)["logical_cpus"].get<int>();
   if (best == "aten" || best == "avx2") GTEST_SKIP() << "needs a CPU above the avx2 path (best: " << best << ")";
-  ears::test::ScopedEnv path("EARS_KERNELS", "avx2");
+  ears::test::ScopedEnv path("EARS_KERNELS", "avx2"), aten("ATEN_CPU_CAPABILITY", "avx2");
   const auto r = run_ears("env --json --threads " + std::to_string(cpus + 1));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
   EXPECT_EQ(j["kernel_path"], "avx2");
+  EXPECT_EQ(j["aten_cpu_capability"], "AVX2") << "ATen's own capability, capped the same way";
   const std::string capped = "kernel path avx2, below this CPU's best " + best +
                              ": EARS_KERNELS=avx2 caps it; unset EARS_KERNELS for the fastest path";
   const std::string threads = std::to_string(cpus + 1) + " LibTorch threads on " + std::to_string(cpus) +

@@ -174,7 +174,7 @@ TEST(RunnerCli, ReportMdAndStdoutSayWhatRan) {
   ASSERT_NE(env_line, std::string::npos) << md;
   EXPECT_LT(env_line, md.find("## Results"));
   const std::string line = md.substr(env_line, md.find('\n', env_line) - env_line);
-  for (const char* part : {"1 thread(s)", "kernel path", "LibTorch", "ISA"})
+  for (const char* part : {"1 thread(s)", "kernel path", "LibTorch", "ISA", ", ATen CPU capability "})
     EXPECT_NE(line.find(part), std::string::npos) << part << " in: " << line;
   const json run_env = read_json(dir / "run_meta.json")["environment"];
   const std::string draft = fmt::format("draft eagle3 in {} on kernel path {} (0.1M parameters)",

@@ -79,11 +79,12 @@ std::string env_line(const json& env) {
   for (const auto& f : env["cpu_flags"]) flags += (flags.empty() ? "" : " ") + f.get<std::string>();
   std::string line = fmt::format(
       "- environment: {} LibTorch threads (OpenMP wait: {}), LibTorch {}{}, CPU: {} ({} logical CPUs; L3 {} MiB; {}; "
-      "ISA {}); kernel path {} (best {}); load average {:.2f} at start{}",
+      "ISA {}; ATen {}); kernel path {} (best {}); load average {:.2f} at start{}",
       env["threads"].get<int>(), env.value("omp_wait_policy", std::string("?")), env["libtorch"].get<std::string>(),
       env.value("cuda_build", false) ? fmt::format(" (CUDA build, {} device(s))", env.value("cuda_devices", 0)) : "",
       env["cpu_model"].get<std::string>(), env["logical_cpus"].get<int>(), env["l3_cache_bytes"].get<int64_t>() >> 20,
-      flags.empty() ? "-" : flags, env.value("cpu_isa", std::string("-")), env.value("kernel_path", std::string("?")),
+      flags.empty() ? "-" : flags, env.value("cpu_isa", std::string("-")),
+      env.value("aten_cpu_capability", std::string("?")), env.value("kernel_path", std::string("?")),
       env.value("kernel_path_best", std::string("?")), env["load_average_1m_start"].get<double>(),
       env.contains("load_average_1m_end") ? fmt::format(", {:.2f} at end", env["load_average_1m_end"].get<double>()) : "");
   if (env.contains("model")) {

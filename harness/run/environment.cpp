@@ -4,6 +4,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <ATen/Version.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <malloc.h>
@@ -204,6 +205,18 @@ void print_notices(const json& env) {
   for (const auto& n : env.value("notices", json::array())) fmt::print(stderr, "ears-bench: notice: {}\n", n.get<std::string>());
 }
 
+std::string aten_cpu_capability() {
+  static const std::string capability = [] {
+    const std::string config = at::show_config();
+    const std::string key = "CPU capability usage:";
+    const auto at = config.find(key);
+    if (at == std::string::npos) return std::string("unknown");
+    const auto from = at + key.size();
+    return trim(config.substr(from, config.find('\n', from) - from));
+  }();
+  return capability;
+}
+
 json environment_json() {
   const kernels::CpuInfo& cpu = kernels::cpu_info();
   // A CUDA build registers the real CUDA hooks (hasCUDART), with or without a visible device;
@@ -221,6 +234,7 @@ json environment_json() {
           {"l3_cache_bytes", l3_cache_bytes()},
           {"kernel_path_best", kernels::path_name(kernels::best_path())},
           {"kernel_path", kernels::path_name(kernels::path())},
+          {"aten_cpu_capability", aten_cpu_capability()},
           {"load_average_1m_start", load_average_1m()},
           {"notices", path_notices(at::get_num_threads())}};
 }

@@ -78,11 +78,16 @@ void set_path_notices(nlohmann::json& env, const std::vector<std::string>& compu
 // Prints env["notices"] to stderr, one `ears-bench: notice: ...` line each.
 void print_notices(const nlohmann::json& env);
 
+// The vector code ATen's own CPU ops dispatch to ("AVX2", "AVX512", "NO AVX"; ATEN_CPU_CAPABILITY
+// caps it), from at::show_config()'s "CPU capability usage:" line (LibTorch 1.13 does not export
+// get_cpu_capability); "unknown" without that line.
+std::string aten_cpu_capability();
+
 // Machine and process facts:
 //   {threads (LibTorch intra-op threads in effect), omp_wait_policy, libtorch (its version),
 //    cuda_build, cuda_devices, cpu_model, cpu_isa, cpu_flags, logical_cpus, l3_cache_bytes,
-//    kernel_path_best, kernel_path (in effect for the process), load_average_1m_start (now),
-//    notices (path_notices without a model)}
+//    kernel_path_best, kernel_path (in effect for the process), aten_cpu_capability,
+//    load_average_1m_start (now), notices (path_notices without a model)}
 // Every output uses these names; where the command reads the load again at its end, that reading
 // is load_average_1m_end.
 nlohmann::json environment_json();
