@@ -60,6 +60,8 @@ struct GenStats {
   double prefill_s = 0, draft_s = 0, verify_s = 0, other_s = 0;
   int64_t host_syncs = 0;           // device->host copies made while this request was active
   int64_t emitted() const { return accepted + corrections + bonus; }
+  // τ of this request: tokens per target step (0 before the first step).
+  double mean_accept_length() const { return steps ? static_cast<double>(emitted()) / static_cast<double>(steps) : 0.0; }
 
   // Sizes the per-position counters for gamma draft tokens per step.
   void reset(int64_t gamma);

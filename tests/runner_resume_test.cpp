@@ -161,6 +161,20 @@ TEST(RunnerCli, OneWriterPerRunDirAndResumeRefusesAChangedConfig) {
   ::kill(pid, SIGKILL);
   EXPECT_EQ(wait_for(pid), 128 + SIGKILL);
 
+  // A draft directory that no longer exists: named as such, before any fingerprint comparison
+  // (it read as a changed fingerprint, and --force then recorded a "forced" entry before failing).
+  const std::string recorded = test::read_file(dir / "config.yaml");
+  std::string gone = recorded;
+  const size_t draft_at = gone.find("eagle3-tiny");
+  ASSERT_NE(draft_at, std::string::npos) << gone;
+  gone.replace(draft_at, 11, "eagle3-gone");
+  std::ofstream(dir / "config.yaml", std::ios::trunc) << gone;
+  Proc missing = cli({"run", "--resume", dir.string(), "--threads", "1", "--quiet", "--force"});
+  EXPECT_EQ(missing.exit_code, 2) << show(missing);
+  EXPECT_NE(missing.err.find("eagle3-gone' does not exist; fix draft.path"), std::string::npos) << missing.err;
+  EXPECT_FALSE(read_json(dir / "run_meta.json")["environment"].contains("forced"));
+  std::ofstream(dir / "config.yaml", std::ios::trunc) << recorded;
+
   std::string yaml = test::read_file(dir / "config.yaml");
   for (size_t at; (at = yaml.find("gamma: 3")) != std::string::npos;) yaml.replace(at, 8, "gamma: 2");
   std::ofstream(dir / "config.yaml", std::ios::trunc) << yaml;

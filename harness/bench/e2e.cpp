@@ -127,7 +127,7 @@ void time_temperature(double T, const E2eBenchArgs& a, int repeats, const std::v
                     {"temperature", T},
                     {"new_tokens", g.ids.size()},
                     {"steps", st.steps},
-                    {"mean_accept_length", st.steps ? double(st.emitted()) / st.steps : 0.0},
+                    {"mean_accept_length", st.mean_accept_length()},
                     {"tokens_per_s", tps},
                     {"speedup", base == arms.size() ? 1.0 : ms_per_token.paired_ratio(base, i)},
                     {"latency_ms", g.latency_s * 1e3},

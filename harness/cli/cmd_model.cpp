@@ -180,7 +180,7 @@ json generate_json(const GenResult& r, double load_s, const GenerateArgs& a, int
                 {"bonus", st.bonus},
                 {"pardoned", st.pardoned},
                 {"accepted_per_position", st.accepted_per_position},
-                {"mean_accept_length", st.steps ? double(st.emitted()) / st.steps : 0.0},
+                {"mean_accept_length", st.mean_accept_length()},
                 {"distortion_tv_mean", st.distortion_n ? st.distortion_sum / st.distortion_n : 0.0},
                 {"ttft_s", r.ttft_s},
                 {"latency_s", r.latency_s},
@@ -238,7 +238,7 @@ int run_generate(const GenerateArgs& a, CommonOptions& common) {
   fmt::print(stderr, "[{} new tokens in {:.3f} s ({:.1f} tok/s; ttft {:.3f} s, decode {:.3f} s); steps {}, "
              "mean accept length {:.2f}, finish: {}]\n",
              new_tokens, r.latency_s, r.latency_s > 0 ? new_tokens / r.latency_s : 0.0, r.ttft_s,
-             r.latency_s - r.ttft_s, st.steps, st.steps ? double(st.emitted()) / st.steps : 0.0, r.finish_reason);
+             r.latency_s - r.ttft_s, st.steps, st.mean_accept_length(), r.finish_reason);
   return 0;
 }
 

@@ -12,6 +12,7 @@
 #include "harness/base/error.h"
 #include "harness/base/rng.h"
 #include "harness/base/strings.h"
+#include "harness/config/config.h"
 
 namespace ears::runner {
 
@@ -54,8 +55,8 @@ std::string request_key(const std::string& request_id, int repeat) { return fmt:
 
 std::vector<WorkUnit> plan_units(std::size_t n_arms, std::size_t n_requests, std::size_t group_size, int repeats,
                                  const std::string& order, uint64_t seed) {
-  if (order != "interleaved" && order != "random")
-    fail("run.order '{}' is not one of: interleaved, random", order);
+  if (!contains(config::kRunOrders, order))
+    fail("run.order '{}' is not one of: {}", order, join(config::kRunOrders, ", "));
   if (group_size == 0) group_size = 1;
   const std::size_t n_groups = (n_requests + group_size - 1) / group_size;
   std::vector<WorkUnit> all;

@@ -273,14 +273,26 @@ json resumed_session(const Run& r) {
   } catch (const std::exception&) {  // loading the model says what is wrong
   }
   for (const char* k : {"cpu_model", "cpu_isa", "libtorch"}) s[k] = machine[k];
+  s["git_commit"] = git_commit();
   s["notices"] = path_notices(r.threads, dtype, target.device);
   return s;
+}
+
+// The model directories exist, before the resume compares fingerprints: a missing one read as a
+// changed fingerprint, and --force then recorded a "forced" entry before the load failed.
+void check_model_dirs(const config::ExperimentSpec& spec) {
+  if (!std::filesystem::is_directory(spec.target.path))
+    fail("target checkpoint directory '{}' does not exist; fix target.path (or --target)", spec.target.path);
+  for (const config::ArmSpec& a : spec.arms)
+    if (a.draft.kind != "none" && !std::filesystem::is_directory(a.draft.path))
+      fail("draft checkpoint directory '{}' does not exist; fix draft.path (or --draft)", a.draft.path);
 }
 
 // A resumed run's environment: the recorded one after the resume checks (check_resume_matches;
 // with --force the differences go to "forced"), with this session added to "resumed" (and a
 // warning when it runs on another path than the recorded one).
 json resumed_environment(const Run& r, const json& fingerprint, const json& dataset) {
+  check_model_dirs(r.spec);
   json env = r.prior.environment;
   const auto forced = check_resume_matches(r.dir, r.prior.config, r.prior.environment.value("fingerprint", json()),
                                            r.meta.config, fingerprint, r.o.force);
