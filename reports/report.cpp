@@ -421,9 +421,20 @@ std::vector<int> check_parts(const std::vector<RunMeta>& metas, const std::vecto
       if (fs::equivalent(dirs[i], dirs[j]))
         fail("{}: given twice ({}); pass each run directory once", dirs[i].string(), dirs[j].string());
     const auto s = shard_of(metas[i]);
+    // Different experiments first: two whole runs of different configs are that, not an overlap.
+    auto diffs = json_differences(metas[0].config, metas[i].config);
+    for (auto& d : json_differences(metas[0].environment.value("fingerprint", json::object()),
+                                    metas[i].environment.value("fingerprint", json::object())))
+      diffs.push_back("fingerprint." + d);
+    if (!diffs.empty() && !force)
+      fail("{} and {} are runs of different experiments ({}); merge shards of one run, or pass --force (recorded in the report)",
+           dirs[0].string(), dirs[i].string(), fmt::join(diffs, "; "));
+    if (!diffs.empty())
+      warnings.push_back(fmt::format("--force: {} differs from {}: {}", dirs[i].string(), dirs[0].string(), fmt::join(diffs, "; ")));
     if (const auto it = seen.find(s); it != seen.end())
-      fail("{} and {} are the same {} of the run: their results overlap; merge each shard once",
-           dirs[it->second].string(), dirs[i].string(), s.second ? fmt::format("shard ({}/{})", s.first, s.second) : "whole run");
+      fail("{} and {} {}: their results overlap; {}", dirs[it->second].string(), dirs[i].string(),
+           s.second ? fmt::format("are the same shard ({}/{}) of the run", s.first, s.second) : "are both a whole run",
+           s.second ? "merge each shard once" : "pass the shards of one run (or one run alone)");
     if (!seen.empty() && seen.begin()->first.second != s.second)
       fail("{} ({}) and {} ({}) split the run differently: their results overlap; merge shards of one --shard i/N split",
            dirs[seen.begin()->second].string(), metas[seen.begin()->second].dataset.value("shard", "whole run"),
@@ -432,15 +443,6 @@ std::vector<int> check_parts(const std::vector<RunMeta>& metas, const std::vecto
     if (const auto paths = path_fact_differences(metas[0].environment, metas[i].environment); !paths.empty())
       warnings.push_back(fmt::format("{} and {} ran on different paths ({}): the merged numbers mix both",
                                      dirs[0].string(), dirs[i].string(), fmt::join(paths, "; ")));
-    auto diffs = json_differences(metas[0].config, metas[i].config);
-    for (auto& d : json_differences(metas[0].environment.value("fingerprint", json::object()),
-                                    metas[i].environment.value("fingerprint", json::object())))
-      diffs.push_back("fingerprint." + d);
-    if (diffs.empty()) continue;
-    if (!force)
-      fail("{} and {} are runs of different experiments ({}); merge shards of one run, or pass --force (recorded in the report)",
-           dirs[0].string(), dirs[i].string(), fmt::join(diffs, "; "));
-    warnings.push_back(fmt::format("--force: {} differs from {}: {}", dirs[i].string(), dirs[0].string(), fmt::join(diffs, "; ")));
   }
   std::vector<int> missing;
   const int n = seen.begin()->first.second;

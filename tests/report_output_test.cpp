@@ -593,7 +593,7 @@ TEST(RunDir, MergeRefusesOverlapsMixesAndOverwrites) {
   auto report = [&](std::vector<fs::path> dirs) { return error_of([&] { report_from_run_dirs(dirs); }); };
   EXPECT_NE(report({root / "s1", root / "s2"}).find("both hold the result of arm"), std::string::npos);
   EXPECT_NE(report({root / "s2", root / "s2"}).find("given twice"), std::string::npos);
-  EXPECT_NE(report({root / "whole", root / "whole2"}).find("are the same whole run of the run"), std::string::npos);
+  EXPECT_NE(report({root / "whole", root / "whole2"}).find("are both a whole run: their results overlap"), std::string::npos);
   EXPECT_NE(report({root / "s2", root / "s2again"}).find("are the same shard (1/2)"), std::string::npos);
   EXPECT_NE(report({root / "s2", root / "third"}).find("split the run differently"), std::string::npos);
 
@@ -609,6 +609,11 @@ TEST(RunDir, MergeRefusesOverlapsMixesAndOverwrites) {
   write_shard(root / "o2", b, other, true, 0.5, "1/2");
   write_shard(root / "o1", std::vector<RequestResult>(rs.begin(), rs.begin() + static_cast<long>(half)), in, true, 0.5, "0/2");
   EXPECT_NE(report({root / "o1", root / "o2"}).find("gamma: 3 -> 5"), std::string::npos) << report({root / "o1", root / "o2"});
+  // Two whole runs of different experiments are that (they were "the same whole run of the run").
+  write_shard(root / "other-whole", rs, other, true, 1.0);
+  EXPECT_NE(report({root / "whole", root / "other-whole"}).find("are runs of different experiments (gamma: 3 -> 5)"),
+            std::string::npos)
+      << report({root / "whole", root / "other-whole"});
   const Report forced = report_from_run_dirs({root / "o1", root / "o2"}, kDefaultBootstrapSeed, 100, true);
   EXPECT_NE(::testing::PrintToString(forced.warnings).find("--force"), std::string::npos);
 
