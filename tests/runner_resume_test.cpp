@@ -171,7 +171,10 @@ TEST(RunnerCli, OneWriterPerRunDirAndResumeRefusesAChangedConfig) {
   std::ofstream(dir / "config.yaml", std::ios::trunc) << gone;
   Proc missing = cli({"run", "--resume", dir.string(), "--threads", "1", "--quiet", "--force"});
   EXPECT_EQ(missing.exit_code, 2) << show(missing);
-  EXPECT_NE(missing.err.find("eagle3-gone' does not exist; fix draft.path"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("arms.0.draft.path (arm 'baseline') '"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("eagle3-gone' does not exist; point draft.path at the draft checkpoint directory"),
+            std::string::npos)
+      << missing.err;
   EXPECT_FALSE(read_json(dir / "run_meta.json")["environment"].contains("forced"));
   std::ofstream(dir / "config.yaml", std::ios::trunc) << recorded;
 

@@ -109,6 +109,20 @@ void check_checkpoint_dir(const std::string& label, const std::string& key, cons
     fail("{}: {} '{}' has no config.json (not a Hugging Face checkpoint directory); {}", label, key, path, fix);
 }
 
+// The target's and each draft's checkpoint directory, named by the key holding it: checked by
+// `validate`, and by --resume before it compares fingerprints (a missing directory read as a changed
+// fingerprint there, and --force recorded it before the load failed).
+void check_model_dirs(const std::string& config_file, const config::ExperimentSpec& spec) {
+  check_checkpoint_dir(config_file, "target.path", spec.target.path, "point target.path at a Hugging Face checkpoint directory");
+  std::set<std::string> drafts;
+  for (std::size_t i = 0; i < spec.arms.size(); ++i) {
+    const auto& d = spec.arms[i].draft;
+    if (d.kind == "none" || !drafts.insert(d.path).second) continue;
+    check_checkpoint_dir(config_file, fmt::format("arms.{}.draft.path (arm '{}')", i, spec.arms[i].name), d.path,
+                         "point draft.path at the draft checkpoint directory, or set draft.kind: none");
+  }
+}
+
 // Where run.threads came from, for its range error: the file, or the --set that replaced it.
 std::string threads_key(const std::string& config_file, const std::vector<std::string>& overrides) {
   for (const auto& ov : overrides)
@@ -278,21 +292,11 @@ json resumed_session(const Run& r) {
   return s;
 }
 
-// The model directories exist, before the resume compares fingerprints: a missing one read as a
-// changed fingerprint, and --force then recorded a "forced" entry before the load failed.
-void check_model_dirs(const config::ExperimentSpec& spec) {
-  if (!std::filesystem::is_directory(spec.target.path))
-    fail("target checkpoint directory '{}' does not exist; fix target.path (or --target)", spec.target.path);
-  for (const config::ArmSpec& a : spec.arms)
-    if (a.draft.kind != "none" && !std::filesystem::is_directory(a.draft.path))
-      fail("draft checkpoint directory '{}' does not exist; fix draft.path (or --draft)", a.draft.path);
-}
-
 // A resumed run's environment: the recorded one after the resume checks (check_resume_matches;
 // with --force the differences go to "forced"), with this session added to "resumed" (and a
 // warning when it runs on another path than the recorded one).
 json resumed_environment(const Run& r, const json& fingerprint, const json& dataset) {
-  check_model_dirs(r.spec);
+  check_model_dirs((r.dir / kConfigFile).string(), r.spec);
   json env = r.prior.environment;
   const auto forced = check_resume_matches(r.dir, r.prior.config, r.prior.environment.value("fingerprint", json()),
                                            r.meta.config, fingerprint, r.o.force);
@@ -545,18 +549,11 @@ int validate_experiment(const std::string& config_file, const std::vector<std::s
   std::fflush(stdout);
   // The config checks run.threads >= 0 on any machine; the upper bound is this machine's.
   check_threads(spec.run.threads, threads_key(config_file, overrides));
-  check_checkpoint_dir(config_file, "target.path", spec.target.path, "point target.path at a Hugging Face checkpoint directory");
+  check_model_dirs(config_file, spec);
   if (!fs::exists(fs::path(spec.target.path) / "tokenizer.json"))
     fail("{}: target.path '{}' has no tokenizer.json (the runner encodes the prompts with it); copy the model's "
          "tokenizer.json into that directory",
          config_file, spec.target.path);
-  std::set<std::string> drafts;
-  for (std::size_t i = 0; i < spec.arms.size(); ++i) {
-    const auto& d = spec.arms[i].draft;
-    if (d.kind == "none" || !drafts.insert(d.path).second) continue;
-    check_checkpoint_dir(config_file, fmt::format("arms.{}.draft.path (arm '{}')", i, spec.arms[i].name), d.path,
-                         "point draft.path at the draft checkpoint directory, or set draft.kind: none");
-  }
   const Dataset ds = load_dataset(dataset_spec(spec.dataset));
   std::string arms;
   for (const auto& a : spec.arms) arms += (arms.empty() ? "" : ", ") + a.name + (a.baseline ? " (baseline)" : "");
