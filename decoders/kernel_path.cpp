@@ -69,13 +69,12 @@ Path detect_best(const CpuInfo& c) {
 
 Path initial_path() {
   const Path best = best_path();
-  const char* off = std::getenv("EARS_NO_CPU_KERNELS");
-  if (off && *off && std::strcmp(off, "0") != 0) return Path::aten;
-  const char* want = std::getenv("EARS_KERNELS");
-  if (!want || !*want) return best;
-  const Path p = parse_path(want, "EARS_KERNELS");
+  const PathCap cap = path_cap();
+  if (cap.name.empty()) return best;
+  if (cap.name == "EARS_NO_CPU_KERNELS") return Path::aten;
+  const Path p = parse_path(cap.value, "EARS_KERNELS");
   if (static_cast<int>(p) > static_cast<int>(best))
-    fail("EARS_KERNELS={}: this CPU supports at most '{}' ({}); unset it or pick a smaller path", want,
+    fail("EARS_KERNELS={}: this CPU supports at most '{}' ({}); unset it or pick a smaller path", cap.value,
          path_name(best), cpu_info().model);
   return p;
 }
@@ -86,6 +85,13 @@ std::atomic<int>& current() {
 }
 
 }  // namespace
+
+PathCap path_cap() {
+  if (const char* off = std::getenv("EARS_NO_CPU_KERNELS"); off && *off && std::strcmp(off, "0") != 0)
+    return {"EARS_NO_CPU_KERNELS", off};
+  if (const char* want = std::getenv("EARS_KERNELS"); want && *want) return {"EARS_KERNELS", want};
+  return {};
+}
 
 const char* path_name(Path p) { return kNames[static_cast<int>(p)]; }
 

@@ -54,6 +54,12 @@ const CpuInfo& cpu_info();
 Path best_path();
 // The path in effect: best_path() capped by EARS_KERNELS / EARS_NO_CPU_KERNELS / set_path().
 Path path();
+// The variable that caps the path at start-up: EARS_NO_CPU_KERNELS (any value but "0"; = aten),
+// else EARS_KERNELS; an empty name when neither is set.
+struct PathCap {
+  std::string name, value;
+};
+PathCap path_cap();
 // Switches the path for the rest of the process (bench --compare-kernels, tests). Fails with an
 // ears::Error when the CPU does not support `p`. Switch only between whole model loads: a model
 // keeps the weight layout it was loaded with.

@@ -144,20 +144,6 @@ int64_t l3_cache_bytes() {
   return bytes;
 }
 
-}  // namespace
-
-namespace {
-
-// The variable that caps the kernel path below the best, as NAME=value ("" when none does).
-std::string kernel_cap_variable() {
-  for (const char* name : {"EARS_NO_CPU_KERNELS", "EARS_KERNELS"}) {
-    const char* v = std::getenv(name);
-    if (v != nullptr && *v != '\0' && !(std::string(name) == "EARS_NO_CPU_KERNELS" && std::string(v) == "0"))
-      return fmt::format("{}={}", name, v);
-  }
-  return "";
-}
-
 std::string emulated_bf16_notice() {
   const std::string cap = kernels::cpu_info().onednn_cap;
   return fmt::format("bfloat16 on the CPU on kernel path aten, and this CPU has no native bf16 (AVX512_BF16 or "
@@ -166,13 +152,12 @@ std::string emulated_bf16_notice() {
 }
 
 std::string kernel_cap_notice() {
-  const std::string var = kernel_cap_variable();
+  const kernels::PathCap cap = kernels::path_cap();
   const char* path = kernels::path_name(kernels::path());
   const char* best = kernels::path_name(kernels::best_path());
-  if (var.empty()) return fmt::format("kernel path {}, below this CPU's best {} (switched by the command)", path, best);
-  const std::string name = var.substr(0, var.find('='));
-  return fmt::format("kernel path {}, below this CPU's best {}: {} caps it; unset {} for the fastest path", path,
-                     best, var, name);
+  if (cap.name.empty()) return fmt::format("kernel path {}, below this CPU's best {} (switched by the command)", path, best);
+  return fmt::format("kernel path {}, below this CPU's best {}: {}={} caps it; unset {} for the fastest path", path,
+                     best, cap.name, cap.value, cap.name);
 }
 
 }  // namespace
