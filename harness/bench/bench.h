@@ -46,10 +46,6 @@ struct GeneratedModelSpec {
   bool tie_embeddings = true;
 };
 
-// Every parameter of the checkpoint, embeddings included (ModelConfig::parameter_count).
-int64_t param_count(const ModelConfig& cfg);
-// Parameters a decode step streams from memory (ModelConfig::streamed_parameter_count).
-int64_t streamed_param_count(const ModelConfig& cfg);
 // The config.json write_random_qwen3 writes for `spec`.
 ModelConfig generated_config(const GeneratedModelSpec& spec);
 

@@ -334,7 +334,7 @@ int64_t kv_read_bytes(const ModelConfig& c, int64_t B, int64_t span, c10::Scalar
 
 int64_t step_macs(const ModelConfig& c, int64_t B, int64_t T, int64_t context) {
   const int64_t keys = T * context + T * (T + 1) / 2;  // summed over the T tokens
-  return B * (T * streamed_param_count(c) + 2 * c.num_hidden_layers * c.num_attention_heads * c.head_dim * keys);
+  return B * (T * c.streamed_parameter_count() + 2 * c.num_hidden_layers * c.num_attention_heads * c.head_dim * keys);
 }
 
 }  // namespace bench

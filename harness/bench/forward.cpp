@@ -133,10 +133,10 @@ void time_shapes(const ForwardBenchArgs& a, const ForwardPlan& plan, std::vector
   for (size_t k = 0; k < shapes.size(); ++k) {
     const auto [i, B, T] = shapes[k];
     times.at[{i, B, T}] = k;
-    t.rows.push_back({{"model", label}, {"path", paths[i].name}, {"params", param_count(cfg)},
-                      {"streamed_params", streamed_param_count(cfg)}, {"dtype", dtype_name(dtype)}, {"batch", B},
+    t.rows.push_back({{"model", label}, {"path", paths[i].name}, {"params", cfg.parameter_count()},
+                      {"streamed_params", cfg.streamed_parameter_count()}, {"dtype", dtype_name(dtype)}, {"batch", B},
                       {"tokens_per_step", T}, {"ms_per_step", medians[k]},
-                      {"weight_bytes", streamed_param_count(cfg) * dtype_bytes(dtype)},
+                      {"weight_bytes", cfg.streamed_parameter_count() * dtype_bytes(dtype)},
                       {"kv_bytes", kv_read_bytes(cfg, B, a.context + T, dtype)}, {"context", a.context},
                       {"macs", step_macs(cfg, B, T, a.context)}, {"weight_pages", pages},
                       {"tokens_per_s", B * T / (medians[k] / 1e3)}});
@@ -181,7 +181,7 @@ void time_dtype(const ForwardBenchArgs& a, const ForwardPlan& plan, const fs::pa
                 c10::ScalarType dtype, at::Generator& gen, ForwardTables& t) {
   std::vector<PathModel> paths = load_paths(dir, device, dtype, a.compare_kernels);
   const ModelConfig& cfg = paths[0].model.config();
-  std::string label = a.model.empty() ? fmt::format("generated qwen3 {} (V={})", human_params(param_count(cfg)),
+  std::string label = a.model.empty() ? fmt::format("generated qwen3 {} (V={})", human_params(cfg.parameter_count()),
                                                     cfg.vocab_size)
                                       : fs::path(a.model).lexically_normal().filename().string();
   if (label.empty()) label = fs::path(a.model).lexically_normal().parent_path().filename().string();
@@ -200,7 +200,7 @@ void time_dtype(const ForwardBenchArgs& a, const ForwardPlan& plan, const fs::pa
   const int bmax = *std::max_element(plan.batches.begin(), plan.batches.end());
   const int bmin = *std::min_element(plan.batches.begin(), plan.batches.end());
   for (size_t i = 0; i < paths.size(); ++i) {
-    json s = {{"model", label}, {"path", paths[i].name}, {"dtype", dtype_name(dtype)}, {"params", param_count(cfg)},
+    json s = {{"model", label}, {"path", paths[i].name}, {"dtype", dtype_name(dtype)}, {"params", cfg.parameter_count()},
               {"min_batch", bmin}, {"max_batch", bmax}, {"gamma", a.gamma}};
     // Paired by round (ShapeTimes::ratio): tokens/s at bmax ÷ at bmin = bmax / bmin x ms(bmin) ÷ ms(bmax).
     s["verify_over_decode_b1"] = times.ratio({i, bmin, a.gamma + 1}, {i, bmin, 1});

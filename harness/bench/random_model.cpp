@@ -9,10 +9,6 @@
 namespace ears {
 using namespace bench;
 
-int64_t streamed_param_count(const ModelConfig& c) { return c.streamed_parameter_count(); }
-
-int64_t param_count(const ModelConfig& c) { return c.parameter_count(); }
-
 ModelConfig generated_config(const GeneratedModelSpec& s) {
   TargetArch arch;
   arch.hidden = s.hidden;

@@ -189,7 +189,7 @@ int run_bench_verify(const VerifyBenchArgs& a, const BenchCommon& c) {
   json rows = json::array();
   for (int B : batches) time_batch(m, B, r, gen, rows);
   bw.push_back(bandwidth_json(measure_bandwidth(bandwidth_options(c, r.device)), "end"));
-  emit_verify(a, c, r, env, bw, param_count(m.config()), rows);
+  emit_verify(a, c, r, env, bw, m.config().parameter_count(), rows);
   return 0;
 }
 
