@@ -186,8 +186,14 @@ void set_path_notices(json& env, const std::vector<std::string>& compute_dtypes,
   env["notices"] = all;
 }
 
+std::vector<std::string> notice_lines(const json& env) {
+  std::vector<std::string> lines;
+  for (const auto& n : env.value("notices", json::array())) lines.push_back("ears-bench: notice: " + n.get<std::string>());
+  return lines;
+}
+
 void print_notices(const json& env) {
-  for (const auto& n : env.value("notices", json::array())) fmt::print(stderr, "ears-bench: notice: {}\n", n.get<std::string>());
+  for (const std::string& line : notice_lines(env)) fmt::print(stderr, "{}\n", line);
 }
 
 std::string aten_cpu_capability() {

@@ -75,7 +75,9 @@ std::vector<std::string> path_notices(int threads, const std::string& compute_dt
 // env["notices"] = path_notices for env["threads"] and each of `compute_dtypes` on `device`, each
 // notice once.
 void set_path_notices(nlohmann::json& env, const std::vector<std::string>& compute_dtypes, const std::string& device);
-// Prints env["notices"] to stderr, one `ears-bench: notice: ...` line each.
+// env["notices"] as the lines every command shows them: `ears-bench: notice: ...`, one each.
+std::vector<std::string> notice_lines(const nlohmann::json& env);
+// Prints notice_lines(env) to stderr.
 void print_notices(const nlohmann::json& env);
 
 // The vector code ATen's own CPU ops dispatch to ("AVX2", "AVX512", "NO AVX"; ATEN_CPU_CAPABILITY

@@ -327,7 +327,7 @@ void start_meta(Run& r) {
   meta.environment = r.resume ? resumed_environment(r, fingerprint, dataset) : fresh_environment(r, fingerprint);
   // This session's slow or forced paths (the report lists them among its warnings).
   const json& session = r.resume ? meta.environment["resumed"].back() : meta.environment;
-  for (const auto& n : session.value("notices", json::array())) r.say("ears-bench: notice: " + n.get<std::string>());
+  for (const std::string& line : notice_lines(session)) r.say(line);
   meta.dataset = dataset;
   r.arms.resize(r.spec.arms.size());
   for (std::size_t i = 0; i < r.arms.size(); ++i) {
