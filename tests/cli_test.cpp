@@ -476,7 +476,8 @@ TEST(Cli, EnvNoticesACappedPathAndTooManyThreads) {
   const std::string best = json::parse(plain.out)["kernel_path_best"].get<std::string>();
   const int cpus = json::parse(plain.out)["logical_cpus"].get<int>();
   if (best == "aten" || best == "avx2") GTEST_SKIP() << "needs a CPU above the avx2 path (best: " << best << ")";
-  ears::test::ScopedEnv path("EARS_KERNELS", "avx2"), aten("ATEN_CPU_CAPABILITY", "avx2");
+  // EARS_NO_CPU_KERNELS=0 caps nothing: the test's own cap holds when the suite runs with the kernels off.
+  ears::test::ScopedEnv path("EARS_KERNELS", "avx2"), aten("ATEN_CPU_CAPABILITY", "avx2"), on("EARS_NO_CPU_KERNELS", "0");
   const auto r = run_ears("env --json --threads " + std::to_string(cpus + 1));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);

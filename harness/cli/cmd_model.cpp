@@ -216,7 +216,6 @@ int run_generate(const GenerateArgs& a, CommonOptions& common) {
   env["model"] = model_environment_json(*m.target, a.setup.dtype);
   if (m.drafter) env["draft"] = draft_environment_json(m, a.setup);
   set_path_notices(env, {dtype_name(m.target->dtype())}, m.target->device().str());
-  print_notices(env);
   const std::vector<int32_t> prompt = generate_prompt(a, m);
   if (a.decoding.draft_sampling != "greedy" && a.decoding.draft_sampling != "sample")
     fail("--draft-sampling '{}' is not one of: sample, greedy", a.decoding.draft_sampling);
@@ -228,6 +227,7 @@ int run_generate(const GenerateArgs& a, CommonOptions& common) {
   req.key = "generate";
   GenResult r = engine.generate({req}, p).at(0);
   if (!r.error.empty()) fail("generation failed: {}", r.error);
+  print_notices(env);  // with the result: a failure stays one line
   if (common.json) {
     fmt::print("{}\n", generate_json(r, m.load_s, a, threads, std::move(env)).dump());
     return 0;
