@@ -143,7 +143,7 @@ std::vector<Case> catalogue(const Paths& P) {
   yaml_case("max-new-tokens-0", "`max_new_tokens: 0`", "max_new_tokens: 4", "max_new_tokens: 0", "max_new_tokens");
   yaml_case("unknown-verifier", "`type: fancy`", "type: baseline", "type: fancy", "fancy");
   yaml_case("float16-on-cpu", "`target.dtype: float16` on CPU", "target: {path: " + P.target.string() + "}",
-            "target: {path: " + P.target.string() + ", dtype: float16}", "float16 is not computed on CPU");
+            "target: {dtype: float16, path: " + P.target.string() + "}", "float16 is not computed on CPU");
   yaml_case("draft-dtype-differs", "`draft.dtype: float32` beside `target.dtype: auto`", "draft: {kind: eagle3,",
             "draft: {dtype: float32, kind: eagle3,", "the draft computes in the target's dtype");
   // It names the run directory: 100000 characters passed validate, then `run` failed on the file system.
