@@ -9,6 +9,7 @@
 
 #include "decoders/aten_operators.h"
 #include "decoders/kernel_path.h"
+#include "decoders/param_ranges.h"
 #include "decoders/safetensors.h"
 #include "harness/base/error.h"
 
@@ -34,8 +35,7 @@ CausalLM CausalLM::load(const std::filesystem::path& dir, c10::Device device,
     fail("{}: compute dtype {} is not supported (use float32, bfloat16 or float16)", dir.string(),
          dtype_name(m.dtype_));
   if (device.is_cpu() && m.dtype_ == at::kHalf)
-    fail("{}: float16 is not computed on CPU (LibTorch emulates it); use bfloat16 (the same weight bytes) or float32",
-         dir.string());
+    fail("{}: {}; {}", dir.string(), ranges::kFloat16OnCpu, ranges::kFloat16OnCpuFix);
   const ModelConfig& c = m.cfg_;
   const Checkpoint ck = Checkpoint::open(dir);
   auto get = [&](const std::string& name, std::vector<int64_t> shape) {

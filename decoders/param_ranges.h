@@ -32,6 +32,23 @@ inline constexpr Range kDelta{[](double v) { return v > 0 && std::isfinite(v); }
 inline constexpr std::array<std::string_view, 4> kVerifierNames = {"baseline", "ears", "typical", "greedy"};
 inline constexpr std::array<std::string_view, 2> kUncertaintyNames = {"max_prob", "entropy"};
 
+// float16 on CPU: refused by the config (located, with "or device: cuda" added) and by
+// CausalLM::load (for generate's --dtype), in these words.
+inline constexpr std::string_view kFloat16OnCpu = "float16 is not computed on CPU (LibTorch emulates it)";
+inline constexpr std::string_view kFloat16OnCpuFix = "use bfloat16 (the same weight bytes) or float32";
+
+// A device name: cpu, cuda or cuda:N. The config checks the spelling at load time
+// (harness/config/yaml.cpp), parse_device (decoders/runtime.cpp) the same at run time, and then
+// whether this LibTorch and machine have it.
+inline bool is_device_name(std::string_view v) {
+  if (v == "cpu" || v == "cuda") return true;
+  if (v.substr(0, 5) != "cuda:" || v.size() == 5) return false;
+  for (char ch : v.substr(5))
+    if (ch < '0' || ch > '9') return false;
+  return true;
+}
+inline constexpr std::string_view kDeviceFix = "use cpu, cuda or cuda:N (e.g. cuda:0)";
+
 // The run-time check (decoders' validate()): "<where>.<key> = <v> is invalid; <fix>" as an ears::Error.
 inline void check(const Range& r, std::string_view where, std::string_view key, double v) {
   if (!r.ok(v)) fail("{}.{} = {} is invalid; {}", where, key, v, r.fix);

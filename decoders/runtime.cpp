@@ -14,30 +14,28 @@
 #include <thread>
 
 #include "decoders/kernel_path.h"
+#include "decoders/param_ranges.h"
 #include "harness/base/error.h"
 
 namespace ears {
 
 c10::Device parse_device(const std::string& name, const std::string& what) {
-  if (name == "cpu") return c10::Device(c10::kCPU);
-  if (name == "cuda" || name.rfind("cuda:", 0) == 0) {
-    c10::optional<c10::Device> device;
-    try {
-      device = c10::Device(name);
-    } catch (const std::exception&) {
-    }
-    if (device) {
-      if (!at::hasCUDA())
-        fail("{}: device '{}' but this ears-bench was built against a LibTorch without CUDA (or no GPU is "
-             "visible); use cpu, or build against a CUDA LibTorch (docs/cuda.md)",
-             what, name);
-      const int64_t n = static_cast<int64_t>(at::getNumGPUs());
-      if (device->has_index() && device->index() >= n)
-        fail("{}: device '{}' but {} CUDA device(s) are visible (cuda:0..cuda:{})", what, name, n, n - 1);
-      return *device;
-    }
+  c10::optional<c10::Device> parsed;
+  try {  // c10 refuses an index past its range (cuda:99999999999)
+    if (ranges::is_device_name(name)) parsed = c10::Device(name);
+  } catch (const std::exception&) {
   }
-  fail("{}: unknown device '{}'; use cpu, cuda or cuda:N", what, name);
+  if (!parsed) fail("{}: unknown device '{}'; {}", what, name, ranges::kDeviceFix);
+  const c10::Device device = *parsed;
+  if (device.is_cpu()) return device;
+  if (!at::hasCUDA())
+    fail("{}: device '{}' but this ears-bench was built against a LibTorch without CUDA (or no GPU is "
+         "visible); use cpu, or build against a CUDA LibTorch (docs/cuda.md)",
+         what, name);
+  const int64_t n = static_cast<int64_t>(at::getNumGPUs());
+  if (device.has_index() && device.index() >= n)
+    fail("{}: device '{}' but {} CUDA device(s) are visible (cuda:0..cuda:{})", what, name, n, n - 1);
+  return device;
 }
 
 int set_threads(int requested, const std::string& what) {

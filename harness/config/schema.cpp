@@ -145,7 +145,7 @@ const Table<TargetSpec>& target_table() {
            .after([](const At& a, const T& t) {  // decoders/model.cpp refuses it too, for the CLI
              const bool cpu = !a.m.has("device") || (a.m.get("device").IsScalar() && a.m.get("device").Scalar() == "cpu");
              if (t.dtype == "float16" && cpu)
-               a.fail("float16 is not computed on CPU (LibTorch emulates it)", "use bfloat16 (the same weight bytes) or float32, or device: cuda");
+               a.fail(ranges::kFloat16OnCpu, std::string(ranges::kFloat16OnCpuFix) + ", or device: cuda");
            }),
        field("device", &T::device, Device(), "cpu | cuda | cuda:N")}};
   return t;

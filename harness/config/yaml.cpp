@@ -12,6 +12,7 @@
 #include <sstream>
 #include <vector>
 
+#include "decoders/param_ranges.h"
 #include "harness/base/error.h"
 #include "harness/base/strings.h"
 #include "harness/base/utf8.h"
@@ -201,11 +202,8 @@ std::string as_enum(const Ctx& c, const Node& n, const std::string& path, std::s
 
 std::string as_device(const Ctx& c, const Node& n, const std::string& path) {
   std::string v = as_string(c, n, path);
-  if (v == "cpu" || v == "cuda") return v;
-  if (v.rfind("cuda:", 0) == 0 && v.size() > 5 &&
-      std::all_of(v.begin() + 5, v.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); }))
-    return v;
-  fail_at(c, n, path, fmt::format("'{}' is not a valid device", v), "use cpu, cuda or cuda:N (e.g. cuda:0)");
+  if (!ranges::is_device_name(v)) fail_at(c, n, path, fmt::format("'{}' is not a valid device", v), ranges::kDeviceFix);
+  return v;
 }
 
 // ${VAR} and ${VAR:-default} expansion for paths.
