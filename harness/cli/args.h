@@ -72,16 +72,21 @@ inline CLI::Option* positive(CLI::Option* opt) {
   return number_check(opt, [](double v) { return v > 0; }, "must be > 0");
 }
 
-// One of `allowed` (a narrower list than the help of a shared option would suggest).
-inline CLI::Option* one_of(CLI::Option* opt, std::initializer_list<std::string_view> allowed) {
+// One of `allowed`: a config list (config::kDraftSampling, ...) or a narrower list than the help
+// of a shared option would suggest.
+template <class Names>
+CLI::Option* one_of(CLI::Option* opt, const Names& allowed) {
   const std::string flag = opt->get_name(), names = join(allowed, ", ");
-  const std::vector<std::string> ok(allowed.begin(), allowed.end());
+  const std::vector<std::string> ok(std::begin(allowed), std::end(allowed));
   return opt->check(CLI::Validator(
       [flag, names, ok](std::string& text) {
         if (!contains(ok, text)) fail("{}: '{}' is not allowed here; use one of: {}", flag, text, names);
         return std::string();
       },
       ""));
+}
+inline CLI::Option* one_of(CLI::Option* opt, std::initializer_list<std::string_view> allowed) {
+  return one_of<std::initializer_list<std::string_view>>(opt, allowed);
 }
 
 // --gamma (draft tokens per step) of every command: the range of a config's decoding.gamma.

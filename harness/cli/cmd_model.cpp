@@ -217,8 +217,6 @@ int run_generate(const GenerateArgs& a, CommonOptions& common) {
   if (m.drafter) env["draft"] = draft_environment_json(m, a.setup);
   set_path_notices(env, {dtype_name(m.target->dtype())}, m.target->device().str());
   const std::vector<int32_t> prompt = generate_prompt(a, m);
-  if (a.decoding.draft_sampling != "greedy" && a.decoding.draft_sampling != "sample")
-    fail("--draft-sampling '{}' is not one of: sample, greedy", a.decoding.draft_sampling);
   const DecodeParams p = runner::decode_params(a.decoding, stop_token_ids(m));
   Engine engine(*m.target, m.drafter.get(), m.tokenizer.get());
   GenRequest req;
@@ -318,7 +316,8 @@ void add_generate_command(CLI::App& app, CommonOptions& common, int& exit_code) 
   sub->add_option("--device", args->setup.device, "cpu | cuda | cuda:N")->capture_default_str();
   sub->add_option("--draft", args->setup.draft_path, "Draft checkpoint directory");
   sub->add_option("--draft-kind", args->setup.draft_kind, "eagle3 | model | none (default: eagle3 with --draft)");
-  sub->add_option("--draft-sampling", args->decoding.draft_sampling, "sample | greedy")->capture_default_str();
+  one_of(sub->add_option("--draft-sampling", args->decoding.draft_sampling, "sample | greedy")->capture_default_str(),
+         config::kDraftSampling);
   sub->add_option("--aux-layer-convention", args->setup.aux_layer_convention, "hf | sglang")->capture_default_str();
   sub->add_option("--verifier", args->decoding.verifier, "baseline | ears | typical | greedy")->capture_default_str();
   sub->add_option("--beta", args->decoding.beta, "EARS beta")->capture_default_str();
