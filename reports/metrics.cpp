@@ -147,8 +147,11 @@ void fill_speed(const ArmSums& s, double wall_s, ArmMetrics& m) {
     m.wall_s = latency_sum;
     m.wall_from_latencies = true;
   }
-  m.output_tokens_per_s = ratio(static_cast<double>(m.output_tokens), m.wall_s);
-  m.total_tokens_per_s = ratio(static_cast<double>(m.output_tokens + m.prompt_tokens), m.wall_s);
+  // No successful request: no throughput (n/a), not the 0 tok/s a wall time without output would give.
+  if (!s.latencies.empty()) {
+    m.output_tokens_per_s = ratio(static_cast<double>(m.output_tokens), m.wall_s);
+    m.total_tokens_per_s = ratio(static_cast<double>(m.output_tokens + m.prompt_tokens), m.wall_s);
+  }
   m.latency_mean_s = mean(s.latencies);
   m.latency_p50_s = percentile(s.latencies, 50);
   m.latency_p90_s = percentile(s.latencies, 90);

@@ -194,6 +194,12 @@ TEST(Metrics, HandComputedToySet) {
   const ArmMetrics w = compute_arm_metrics(rs, "a", nan_value());
   EXPECT_TRUE(w.wall_from_latencies);
   EXPECT_DOUBLE_EQ(w.output_tokens_per_s, 14.0 / 4.0);
+
+  // Every request failed: no throughput (n/a in the report), not 0 tok/s over the wall time.
+  const ArmMetrics none = compute_arm_metrics({failed}, "a", 5.0);
+  EXPECT_EQ(none.n_errors, 1);
+  EXPECT_TRUE(std::isnan(none.output_tokens_per_s));
+  EXPECT_TRUE(std::isnan(none.total_tokens_per_s));
 }
 
 TEST(Metrics, UncertaintyBucketsAndCategories) {
