@@ -240,6 +240,9 @@ TEST(Cli, GenerateRejectsBadOptions) {
                                  " --verifier fancy"),
                         "fancy");
   expect_one_line_error(run_ears("generate" + t + " --max-new-tokens 0"), "max_new_tokens");
+  expect_one_line_error(run_ears("generate" + t + " --draft-sampling argmax"), "--draft-sampling: 'argmax'");
+  expect_one_line_error(run_ears("generate" + t + " --device gpu"), "unknown device 'gpu'; use cpu, cuda or cuda:N");
+  expect_one_line_error(run_ears("generate" + t + " --device cuda:99999999999"), "unknown device 'cuda:99999999999'");
   expect_one_line_error(run_ears("generate" + t + " --max-new-tokens 100000"), "context");
   expect_one_line_error(run_ears("generate" + t + " --draft /nonexistent"), "/nonexistent");
   // float16 on CPU: LibTorch 1.13 lacks its matmul (a raw LibTorch error, exit 1), 2.x emulates it.

@@ -70,14 +70,29 @@ ModelConfig qwen3_config(const TargetArch& a, int64_t vocab_size, int64_t eos_to
 }
 
 namespace {
+// transformers' rope_scaling for ModelConfig::parse's types (decoders/model_config.cpp): null
+// for the default, {rope_type, factor, ...} for linear and llama3.
+ojson rope_scaling_json(const RopeConfig& r) {
+  if (r.type == "default") return nullptr;
+  ojson j = {{"rope_type", r.type}, {"factor", r.factor}};
+  if (r.type == "llama3") {
+    j["low_freq_factor"] = r.low_freq_factor;
+    j["high_freq_factor"] = r.high_freq_factor;
+    j["original_max_position_embeddings"] = r.original_max_position_embeddings;
+  }
+  return j;
+}
+
 // The keys every Llama-family config.json shares (Qwen3 target and EAGLE-3 head alike);
 // ordered_json keeps this order in the file.
 ojson llama_family_config(const ModelConfig& c, c10::ScalarType torch_dtype) {
   ojson j;
   j["attention_bias"] = false;
   j["attention_dropout"] = 0.0;
-  j["bos_token_id"] = nullptr;
-  j["eos_token_id"] = c.eos_token_ids.empty() ? ojson(nullptr) : ojson(c.eos_token_ids[0]);
+  j["bos_token_id"] = c.bos_token_id ? ojson(*c.bos_token_id) : ojson(nullptr);
+  j["eos_token_id"] = c.eos_token_ids.empty()      ? ojson(nullptr)
+                      : c.eos_token_ids.size() == 1 ? ojson(c.eos_token_ids[0])
+                                                    : ojson(c.eos_token_ids);
   j["head_dim"] = c.head_dim;
   j["hidden_act"] = "silu";
   j["hidden_size"] = c.hidden_size;
@@ -88,7 +103,7 @@ ojson llama_family_config(const ModelConfig& c, c10::ScalarType torch_dtype) {
   j["num_hidden_layers"] = c.num_hidden_layers;
   j["num_key_value_heads"] = c.num_key_value_heads;
   j["rms_norm_eps"] = c.rms_norm_eps;
-  j["rope_scaling"] = nullptr;
+  j["rope_scaling"] = rope_scaling_json(c.rope);
   j["rope_theta"] = c.rope.theta;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["torch_dtype"] = dtype_name(torch_dtype);
