@@ -105,6 +105,11 @@ std::string nq_open_prompt(const std::string& question);
 
 Dataset load_dataset(const DatasetSpec& spec);
 
+// The (question, full reference solution) pairs of spec's file (spec.name, path, split, on_error
+// as load_dataset; no offset, limit or categories): the n-shot exemplars' source, and the
+// trainer's GSM8K corpus (harness/train/corpus.cpp).
+std::vector<std::pair<std::string, std::string>> load_solutions(const DatasetSpec& spec);
+
 // Dataset names accepted by load_dataset.
 const std::vector<std::string>& dataset_names();
 

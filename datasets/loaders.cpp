@@ -272,4 +272,12 @@ Dataset load_dataset(const DatasetSpec& spec) {
   return ds;
 }
 
+std::vector<std::pair<std::string, std::string>> load_solutions(const DatasetSpec& spec) {
+  check_spec(spec);
+  const Loaded l = load_docs(*find_task(spec.name), spec, spec.on_error == "skip");
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const Doc& d : l.docs) out.emplace_back(d.question, d.solution);
+  return out;
+}
+
 }  // namespace ears

@@ -31,9 +31,11 @@
 #include "decoders/safetensors.h"
 #include "decoders/tokenizer.h"
 #include "harness/base/error.h"
+#include "harness/base/files.h"
 #include "harness/train/batch.h"
 #include "harness/train/bpe_trainer.h"
 #include "harness/train/checkpoint_writer.h"
+#include "harness/train/corpus.h"
 #include "harness/train/draft_vocab.h"
 #include "harness/train/eagle3.h"
 #include "harness/train/eval.h"
@@ -80,6 +82,30 @@ struct CleanUp : ::testing::Environment {
 const auto* const kCleanUp = ::testing::AddGlobalTestEnvironment(new CleanUp);
 
 }  // namespace
+
+// The trainer's GSM8K rows come through the benchmark's reader: the same file resolution (a
+// directory holding gsm8k/train.jsonl), BOM and blank lines accepted, a bad line named by number.
+TEST(TrainCorpus, Gsm8kTrainIsReadAsTheBenchmarkReadsIt) {
+  const fs::path d = temp_dir("gsm8k_train");
+  fs::create_directories(d / "gsm8k");
+  ears::write_file_atomic(d / "gsm8k" / "train.jsonl",
+                   "\xEF\xBB\xBF{\"question\": \"Q1?\", \"answer\": \"2+2=<<2+2=4>>4\\n#### 4\"}\n\n"
+                   "{\"question\": \"Q2?\", \"answer\": \"#### 7\"}\r\n");
+  const std::string found = ears::find_gsm8k_train(d.string());
+  EXPECT_EQ(found, (d / "gsm8k" / "train.jsonl").string());
+  const auto rows = ears::read_gsm8k_train(found);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0], std::make_pair(std::string("Q1?"), std::string("2+2=<<2+2=4>>4\n#### 4")));
+  EXPECT_EQ(rows[1].second, "#### 7");
+  ears::write_file_atomic(d / "bad.jsonl", "{\"question\": \"Q1?\", \"answer\": \"#### 4\"}\n{\"question\": \"Q2?\"}\n");
+  try {
+    ears::read_gsm8k_train((d / "bad.jsonl").string());
+    ADD_FAILURE() << "a line without an answer must fail";
+  } catch (const ears::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.jsonl:2:"), std::string::npos) << e.what();
+  }
+  fs::remove_all(d);
+}
 
 // ---- BPE trainer ---------------------------------------------------------------------------
 
@@ -144,6 +170,57 @@ TEST(BpeTrainer, IsDeterministicAndRejectsATinyVocab) {
 }
 
 // ---- safetensors writer --------------------------------------------------------------------
+
+// The config.json the writers emit reads back (ModelConfig::parse, the inference side's reader) as
+// the config they were given: every field, each RoPE type, one and several eos ids, a bos id.
+TEST(CheckpointWriter, ConfigJsonReadsBackAsTheSameConfig) {
+  auto expect_same = [](const ears::ModelConfig& a, const ears::ModelConfig& b, const std::string& what) {
+    EXPECT_EQ(a.architecture, b.architecture) << what;
+    EXPECT_EQ(a.arch, b.arch) << what;
+    EXPECT_EQ(a.hidden_size, b.hidden_size) << what;
+    EXPECT_EQ(a.intermediate_size, b.intermediate_size) << what;
+    EXPECT_EQ(a.num_hidden_layers, b.num_hidden_layers) << what;
+    EXPECT_EQ(a.num_attention_heads, b.num_attention_heads) << what;
+    EXPECT_EQ(a.num_key_value_heads, b.num_key_value_heads) << what;
+    EXPECT_EQ(a.head_dim, b.head_dim) << what;
+    EXPECT_EQ(a.rms_norm_eps, b.rms_norm_eps) << what;
+    EXPECT_EQ(a.rope.type, b.rope.type) << what;
+    EXPECT_EQ(a.rope.theta, b.rope.theta) << what;
+    EXPECT_EQ(a.rope.factor, b.rope.factor) << what;
+    EXPECT_EQ(a.rope.low_freq_factor, b.rope.low_freq_factor) << what;
+    EXPECT_EQ(a.rope.high_freq_factor, b.rope.high_freq_factor) << what;
+    EXPECT_EQ(a.rope.original_max_position_embeddings, b.rope.original_max_position_embeddings) << what;
+    EXPECT_EQ(a.tie_word_embeddings, b.tie_word_embeddings) << what;
+    EXPECT_EQ(a.qkv_bias, b.qkv_bias) << what;
+    EXPECT_EQ(a.o_bias, b.o_bias) << what;
+    EXPECT_EQ(a.mlp_bias, b.mlp_bias) << what;
+    EXPECT_EQ(a.qk_norm, b.qk_norm) << what;
+    EXPECT_EQ(a.torch_dtype, b.torch_dtype) << what;
+    EXPECT_EQ(a.max_position_embeddings, b.max_position_embeddings) << what;
+    EXPECT_EQ(a.bos_token_id, b.bos_token_id) << what;
+    EXPECT_EQ(a.eos_token_ids, b.eos_token_ids) << what;
+  };
+  ears::TargetArch arch;
+  arch.rope_theta = 1e6;
+  std::vector<ears::ModelConfig> targets(3, ears::qwen3_config(arch, 320, 7));
+  targets[1].rope.type = "linear";
+  targets[1].rope.factor = 2.0;
+  targets[1].bos_token_id = 3;
+  targets[2].rope = {"llama3", 5e5, 8.0, 1.0, 4.0, 8192};
+  targets[2].eos_token_ids = {7, 8};
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const ears::ModelConfig& t = targets[i];
+    const std::string what = "target " + std::to_string(i);
+    expect_same(ears::ModelConfig::parse(ears::qwen3_config_json(t, at::kBFloat16), what), t, what);
+    // The head: the target's vocabulary in vocab_size, its own rows in draft_vocab_size.
+    ears::ModelConfig head = ears::eagle3_config(ears::Eagle3Arch{}, t);
+    const ears::ModelConfig read =
+        ears::ModelConfig::parse(ears::eagle3_config_json(head, t, {0, 1, 1}, at::kBFloat16), what, false);
+    EXPECT_EQ(read.vocab_size, t.vocab_size);
+    head.vocab_size = t.vocab_size;
+    expect_same(read, head, "head of " + what);
+  }
+}
 
 TEST(SafetensorsWriter, RoundTripsThroughCheckpointBitExactly) {
   const fs::path d = temp_dir("st");

@@ -1,10 +1,8 @@
 #include "harness/train/corpus.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <cstdlib>
-#include <fstream>
 
 #include "datasets/dataset.h"
 #include "datasets/open_stems.h"
@@ -47,27 +45,19 @@ std::string find_gsm8k_train(const std::string& hint) {
   return "";
 }
 
-std::vector<std::pair<std::string, std::string>> read_gsm8k_jsonl(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open", path);
-  std::vector<std::pair<std::string, std::string>> rows;
-  std::string line;
-  for (std::size_t n = 1; std::getline(in, line); ++n) {
-    if (line.empty() || line == "\r") continue;
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object() || !j.contains("question") || !j.contains("answer") || !j["question"].is_string() ||
-        !j["answer"].is_string())
-      fail("{}:{}: expected a JSON object with string fields \"question\" and \"answer\"", path, n);
-    rows.emplace_back(j["question"].get<std::string>(), j["answer"].get<std::string>());
-  }
-  return rows;
+std::vector<std::pair<std::string, std::string>> read_gsm8k_train(const std::string& path) {
+  DatasetSpec spec;
+  spec.name = "gsm8k";
+  spec.path = path;
+  spec.split = "train";
+  return load_solutions(spec);
 }
 
 std::vector<std::string> tokenizer_corpus(const CorpusOptions& o) {
   std::vector<std::string> corpus;
   for (const auto& [q, a] : synth_gsm_pairs(o.synth_n, o.seed, "train")) corpus.push_back(synth_user_message(q) + "\n" + a);
   if (const std::string f = find_gsm8k_train(o.gsm8k_train); !f.empty())
-    for (const auto& [q, a] : read_gsm8k_jsonl(f)) corpus.push_back(q + "\n" + a);
+    for (const auto& [q, a] : read_gsm8k_train(f)) corpus.push_back(q + "\n" + a);
   for (const auto& s : open_stems()) corpus.push_back(s);
   return corpus;
 }
@@ -97,7 +87,7 @@ DocPools build_doc_pools(const Tokenizer& tok, const CorpusOptions& o, float pro
   pools.chat.reserve(synth.size());
   for (const auto& [q, a] : synth) pools.chat.push_back(chat_doc(tok, q, a, prompt_weight));
   if (const std::string f = find_gsm8k_train(o.gsm8k_train); !f.empty()) {
-    for (const auto& [q, a] : read_gsm8k_jsonl(f)) pools.natural.push_back(text_doc(tok, q + "\n" + a));
+    for (const auto& [q, a] : read_gsm8k_train(f)) pools.natural.push_back(text_doc(tok, q + "\n" + a));
     pools.natural_source = f;
   } else {
     for (std::size_t i = 0; i < synth.size(); i += 4) pools.natural.push_back(text_doc(tok, synth[i].first + "\n" + synth[i].second));

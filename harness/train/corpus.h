@@ -27,8 +27,8 @@ struct CorpusOptions {
 
 // Resolved GSM8K train file, "" when not found (or disabled with "none").
 std::string find_gsm8k_train(const std::string& hint);
-// (question, answer) rows of a GSM8K-format JSONL file.
-std::vector<std::pair<std::string, std::string>> read_gsm8k_jsonl(const std::string& path);
+// (question, solution) rows of a GSM8K train file, read as the benchmark reads it (load_solutions).
+std::vector<std::pair<std::string, std::string>> read_gsm8k_train(const std::string& path);
 
 // Text for the BPE trainer: synth-gsm problems in their zero-shot prompt format + worked answer,
 // GSM8K train questions and solutions (when found), and the open stems.
