@@ -8,6 +8,7 @@
 #include <cmath>
 #include <set>
 
+#include "reports/environment_keys.h"
 #include "reports/report.h"
 
 namespace ears {
@@ -75,15 +76,16 @@ std::string count_text(const json& n) {
   return v >= 1e9 ? fmt::format("{:.1f}B parameters", v / 1e9) : fmt::format("{:.1f}M parameters", v / 1e6);
 }
 
-std::string parameters_text(const json& env) { return count_text(env.value("target_parameters", json())); }
+std::string parameters_text(const json& env) { return count_text(env.value(env_key("target_parameters"), json())); }
 
 // "draft eagle3 in bfloat16 on kernel path amx (0.6M parameters)": environment.draft; "" without one.
 std::string draft_text(const json& env) {
-  const json d = env.value("draft", json());
-  if (text_at(d, {"kind"}).empty()) return "";
-  const std::string count = count_text(d.value("parameters", json()));
-  return fmt::format("draft {} in {} on kernel path {}{}", text_at(d, {"kind"}), text_at(d, {"compute_dtype"}),
-                     text_at(d, {"kernel_path"}), count.empty() ? "" : " (" + count + ")");
+  const json d = env.value(env_key("draft"), json());
+  if (text_at(d, {draft_env_key("kind")}).empty()) return "";
+  const std::string count = count_text(d.value(draft_env_key("parameters"), json()));
+  return fmt::format("draft {} in {} on kernel path {}{}", text_at(d, {draft_env_key("kind")}),
+                     text_at(d, {draft_env_key("compute_dtype")}), text_at(d, {draft_env_key("kernel_path")}),
+                     count.empty() ? "" : " (" + count + ")");
 }
 
 // "γ 5, T 0.9, top-k off, top-p 1, max_new_tokens 160, batch 1, seed 0" from a decoding section.
@@ -98,38 +100,38 @@ std::string decoding_text(const json& d) {
 // "bfloat16 (checkpoint bfloat16), kernel path avx2, draft eagle3 in bfloat16 on kernel path avx2, 2 threads
 // (OpenMP ...), CPU AMD EPYC (ISA ...)"
 std::string compute_text(const json& env) {
+  auto at = [&](const char* key) { return text_at(env, {key}); };  // key: env_key(...), checked at compile time
   std::vector<std::string> parts;
-  const std::string dtype = text_at(env, {"compute_dtype"}).empty() ? text_at(env, {"dtype"}) : text_at(env, {"compute_dtype"});
-  if (!dtype.empty())
-    parts.push_back(dtype + (text_at(env, {"checkpoint_dtype"}).empty() ? "" : " (checkpoint " + text_at(env, {"checkpoint_dtype"}) + ")"));
-  if (!text_at(env, {"kernel_path"}).empty()) parts.push_back("kernel path " + text_at(env, {"kernel_path"}));
-  if (!text_at(env, {"weight_pages"}).empty()) parts.push_back("packed weights on " + text_at(env, {"weight_pages"}));
-  if (!draft_text(env).empty()) parts.push_back(draft_text(env));
-  if (!text_at(env, {"threads"}).empty()) {
-    std::string t = text_at(env, {"threads"}) + " thread(s)";
-    if (!text_at(env, {"omp_wait_policy"}).empty()) t += " (OpenMP wait " + text_at(env, {"omp_wait_policy"}) + ")";
-    parts.push_back(t);
+  const std::string dtype = at(env_key("compute_dtype")).empty() ? at(env_key("dtype")) : at(env_key("compute_dtype"));
+  const std::string checkpoint = at(env_key("checkpoint_dtype"));
+  if (!dtype.empty()) parts.push_back(dtype + (checkpoint.empty() ? "" : " (checkpoint " + checkpoint + ")"));
+  if (const std::string p = at(env_key("kernel_path")); !p.empty()) parts.push_back("kernel path " + p);
+  if (const std::string p = at(env_key("weight_pages")); !p.empty()) parts.push_back("packed weights on " + p);
+  if (const std::string d = draft_text(env); !d.empty()) parts.push_back(d);
+  if (const std::string threads = at(env_key("threads")); !threads.empty()) {
+    const std::string wait = at(env_key("omp_wait_policy"));
+    parts.push_back(threads + " thread(s)" + (wait.empty() ? "" : " (OpenMP wait " + wait + ")"));
   }
-  const std::string device = text_at(env, {"device"});
+  const std::string device = at(env_key("device")), cpu = at(env_key("cpu_model"));
+  const std::string isa = at(env_key("cpu_isa")), aten = at(env_key("aten_cpu_capability"));
   if (device.rfind("cuda", 0) == 0) parts.push_back("GPU " + device);
-  else if (!text_at(env, {"cpu_model"}).empty())
-    parts.push_back(fmt::format("CPU {}{}{}", text_at(env, {"cpu_model"}),
-                                text_at(env, {"cpu_isa"}).empty() ? "" : " (ISA " + text_at(env, {"cpu_isa"}) + ")",
-                                text_at(env, {"aten_cpu_capability"}).empty()
-                                    ? ""
-                                    : ", ATen CPU capability " + text_at(env, {"aten_cpu_capability"})));
-  if (!text_at(env, {"libtorch"}).empty())
-    parts.push_back("LibTorch " + text_at(env, {"libtorch"}) + (text_at(env, {"cuda_build"}) == "true" ? " (CUDA build)" : ""));
+  else if (!cpu.empty())
+    parts.push_back(fmt::format("CPU {}{}{}", cpu, isa.empty() ? "" : " (ISA " + isa + ")",
+                                aten.empty() ? "" : ", ATen CPU capability " + aten));
+  if (const std::string lt = at(env_key("libtorch")); !lt.empty())
+    parts.push_back("LibTorch " + lt + (at(env_key("cuda_build")) == "true" ? " (CUDA build)" : ""));
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
 // "0.42 at start, 2.10 at end (2 logical CPUs: quiet at start; the end counts the run's own threads)",
 // or "busy at start" by load_busy(); "" when neither value was recorded.
 std::string load_text(const json& env) {
-  const std::string start = text_at(env, {"load_average_1m_start"}), end = text_at(env, {"load_average_1m_end"});
+  const std::string start = text_at(env, {env_key("load_average_1m_start")});
+  const std::string end = text_at(env, {env_key("load_average_1m_end")});
   if (start.empty() && end.empty()) return "";
   std::string text = fmt::format("{} at start, {} at end", start.empty() ? kNa : start, end.empty() ? kNa : end);
-  const json cpus = env.value("logical_cpus", json()), load = env.value("load_average_1m_start", json());
+  const json cpus = env.value(env_key("logical_cpus"), json());
+  const json load = env.value(env_key("load_average_1m_start"), json());
   if (!cpus.is_number() || !load.is_number()) return text;
   return text + (load_busy(load.get<double>(), cpus.get<double>())
                      ? fmt::format(" (busy at start: at least the {} logical CPUs — other work shared them, the timings "
@@ -175,8 +177,8 @@ void notices(std::string& md, const Report& r) {
           "Numbers cover the finished requests only.\n\n";
   for (const auto& w : r.warnings) md += fmt::format("> Warning: {}\n\n", w);
   const json& env = r.environment;
-  if (env.contains("target_parameters") && env["target_parameters"].is_number() &&
-      env["target_parameters"].get<double>() < kToyModelParameters && !is_toy_dataset(text_at(r.dataset, {"name"})))
+  const json parameters = env.value(env_key("target_parameters"), json());
+  if (parameters.is_number() && parameters.get<double>() < kToyModelParameters && !is_toy_dataset(text_at(r.dataset, {"name"})))
     md += fmt::format("> **Toy models** ({}): these numbers show the harness works, not model quality. "
                       "Run a real target and draft for accuracy and speed claims.\n\n", parameters_text(env));
   long fewest = -1;

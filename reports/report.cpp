@@ -475,8 +475,8 @@ void check_results_in_run(const LoadedRuns& runs, const std::vector<fs::path>& r
 // The slow or forced paths a run recorded (environment.notices, and each resumed session's:
 // harness/run/environment.h path_notices), added to `warnings` once each.
 void add_notices(const json& env, std::vector<std::string>& warnings) {
-  std::vector<json> lists = {env.value("notices", json::array())};
-  for (const auto& session : env.value("resumed", json::array()))
+  std::vector<json> lists = {env.value(env_key("notices"), json::array())};
+  for (const auto& session : env.value(env_key("resumed"), json::array()))
     if (session.is_object()) lists.push_back(session.value("notices", json::array()));
   for (const auto& list : lists)
     for (const auto& n : list)

@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <span>
 #include <type_traits>
 
+#include "reports/environment_keys.h"
 #include "reports/fields.h"
 #include "reports/report.h"
 
@@ -82,6 +84,17 @@ std::string schema_tables_markdown() {
                         f.required ? "required" : f.derived ? "derived" : "", cell(f.doc));
   }
   return md + "\n";
+}
+
+std::string environment_keys_markdown() {
+  auto table = [](std::string_view title, std::span<const EnvironmentKey> keys) {
+    std::string md = fmt::format("\n### {}\n\n| Key | Present | Meaning |\n|---|---|---|\n", title);
+    for (const EnvironmentKey& k : keys)
+      md += fmt::format("| `{}` | {} | {} |\n", k.key, k.present.empty() ? "always" : cell(std::string(k.present)),
+                        cell(std::string(k.doc)));
+    return md;
+  };
+  return table("`environment`", kEnvironmentKeys) + table("`environment.draft`", kDraftEnvironmentKeys) + "\n";
 }
 
 }  // namespace ears

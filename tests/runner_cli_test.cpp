@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <random>
@@ -13,6 +14,7 @@
 #include <optional>
 #include <regex>
 #include <set>
+#include <span>
 #include <thread>
 
 #include "decoders/engine.h"
@@ -21,6 +23,7 @@
 #include "harness/base/error.h"
 #include "harness/run/progress.h"
 #include "harness/run/runner.h"
+#include "reports/environment_keys.h"
 #include "reports/report.h"
 #include "tests/test_util.h"
 #include "tests/runner_test_util.h"
@@ -92,21 +95,27 @@ TEST(RunnerCli, RunMetaSaysWhatRan) {
   ASSERT_EQ(meta["arms"].size(), 3u);
   for (const auto& a : meta["arms"]) EXPECT_GT(a["wall_s"].get<double>(), 0) << a.dump();
   EXPECT_EQ(meta["arms"][1]["verifier"]["beta"], 0.2);
-  for (const char* k : {"device", "dtype", "threads", "libtorch", "git_commit", "hostname", "cpu_model",
-                        "ears_bench_version", "command_line"})
-    EXPECT_TRUE(meta["environment"].contains(k)) << k;
+  // The keys of reports/environment_keys.h, and no others: every run's, the end's load and (an arm
+  // drafts here) the draft's; not `resumed` / `forced` (a first session).
+  const json& e = meta["environment"];
+  auto listed = [](std::span<const EnvironmentKey> keys, const std::string& key) {
+    return std::any_of(keys.begin(), keys.end(), [&](const EnvironmentKey& k) { return k.key == key; });
+  };
+  for (const EnvironmentKey& k : kEnvironmentKeys)
+    EXPECT_EQ(e.contains(std::string(k.key)), k.present.empty() || k.key == "load_average_1m_end" || k.key == "draft")
+        << k.key << " in " << e.dump();
+  for (const auto& [key, value] : e.items())
+    EXPECT_TRUE(listed(kEnvironmentKeys, key)) << key << ": written but not in reports/environment_keys.h";
+  for (const EnvironmentKey& k : kDraftEnvironmentKeys) EXPECT_TRUE(e["draft"].contains(std::string(k.key))) << k.key;
+  for (const auto& [key, value] : e["draft"].items())
+    EXPECT_TRUE(listed(kDraftEnvironmentKeys, key)) << "draft." << key << ": written but not in reports/environment_keys.h";
   EXPECT_EQ(meta["environment"]["threads"], 1);
   // The commit the binary was built from (stamped at build time), with -dirty for local changes;
   // "unknown" only outside a git checkout.
   const std::string commit = meta["environment"]["git_commit"].get<std::string>();
   if (fs::exists(test::source_dir() / ".git"))
     EXPECT_TRUE(std::regex_match(commit, std::regex("[0-9a-f]{7,40}(-dirty)?"))) << commit;
-  // What ran (harness/run/environment.h): the resolved dtype next to the requested one, the kernel
-  // path, the wait policy, the CPU's ISA and the load around the run.
-  for (const char* k : {"dtype_requested", "compute_dtype", "weight_dtype", "checkpoint_dtype", "kernel_path",
-                        "kernel_path_best", "omp_wait_policy", "cpu_isa", "logical_cpus", "cuda_build",
-                        "load_average_1m_start", "load_average_1m_end"})
-    EXPECT_TRUE(meta["environment"].contains(k)) << k << " in " << meta["environment"].dump();
+  // What ran (harness/run/environment.h): the resolved dtype next to the requested one.
   EXPECT_EQ(meta["environment"]["dtype_requested"], "auto");
   EXPECT_NE(meta["environment"]["dtype"], "auto") << "dtype: auto is recorded resolved";
   EXPECT_EQ(meta["environment"]["dtype"], meta["environment"]["compute_dtype"]);

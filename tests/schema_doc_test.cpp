@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "reports/environment_keys.h"
 #include "reports/report.h"
 #include "reports/schema_doc.h"
 #include "tests/test_util.h"
@@ -38,6 +39,11 @@ std::set<std::string> quoted_keys_after(const std::string& doc, const std::strin
 TEST(SchemaDoc, FieldTablesMatchTheFieldLists) {
   test::expect_generated_block("report-schema.md", kSchemaDocBegin, kSchemaDocEnd, schema_tables_markdown(),
                                "./report_tests --gtest_filter=SchemaDoc.*");
+}
+
+TEST(SchemaDoc, EnvironmentTablesMatchTheKeyList) {
+  test::expect_generated_block("report-schema.md", kEnvironmentDocBegin, kEnvironmentDocEnd,
+                               environment_keys_markdown(), "./report_tests --gtest_filter=SchemaDoc.*");
 }
 
 // The hand-written examples of the doc name every field of the lists, and only those.
