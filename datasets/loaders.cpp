@@ -135,6 +135,13 @@ Loaded load_docs(const Task& task, const DatasetSpec& spec, bool skip) {
   return l;
 }
 
+// (question, full reference solution) of each doc: the exemplars' text.
+Exemplars solutions_of(const std::vector<Doc>& docs) {
+  Exemplars out;
+  for (const Doc& d : docs) out.emplace_back(d.question, d.solution);
+  return out;
+}
+
 // The n-shot exemplar pool: generated, the docs themselves (the few-shot split), or the
 // few-shot split's file beside the file read (or in the default location).
 Exemplars fewshot_pool(const Task& task, const DatasetSpec& spec, const Loaded& l, bool skip) {
@@ -149,8 +156,7 @@ Exemplars fewshot_pool(const Task& task, const DatasetSpec& spec, const Loaded& 
     other = read_docs(task, spec, resolve_file(task, dir, std::string(task.fewshot_split)), skip, nullptr);
     docs = &other;
   }
-  Exemplars pool;
-  for (const Doc& d : *docs) pool.emplace_back(d.question, d.solution);
+  Exemplars pool = solutions_of(*docs);
   if (static_cast<std::size_t>(spec.n_shot) >= pool.size())
     fail("dataset '{}': n_shot = {} needs more train examples (have {})", task.name, spec.n_shot, pool.size());
   return pool;
@@ -274,10 +280,7 @@ Dataset load_dataset(const DatasetSpec& spec) {
 
 std::vector<std::pair<std::string, std::string>> load_solutions(const DatasetSpec& spec) {
   check_spec(spec);
-  const Loaded l = load_docs(*find_task(spec.name), spec, spec.on_error == "skip");
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const Doc& d : l.docs) out.emplace_back(d.question, d.solution);
-  return out;
+  return solutions_of(load_docs(*find_task(spec.name), spec, spec.on_error == "skip").docs);
 }
 
 }  // namespace ears
