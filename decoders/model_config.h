@@ -19,6 +19,7 @@ struct RopeConfig {
   double low_freq_factor = 1.0;              // llama3
   double high_freq_factor = 4.0;             // llama3
   int64_t original_max_position_embeddings = 8192;  // llama3
+  bool operator==(const RopeConfig&) const = default;
 };
 
 enum class Arch { Qwen3, Qwen2, Llama };
@@ -45,6 +46,8 @@ struct ModelConfig {
   int64_t max_position_embeddings = 0;  // 0 when absent
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;   // int or list in the file; empty when null/absent
+
+  bool operator==(const ModelConfig&) const = default;
 
   // Parses config.json text; `origin` names the file in error messages ("<origin>: missing key
   // 'hidden_size'"). With check_architecture=false any architecture is accepted (Llama flags),

@@ -174,31 +174,11 @@ TEST(BpeTrainer, IsDeterministicAndRejectsATinyVocab) {
 // The config.json the writers emit reads back (ModelConfig::parse, the inference side's reader) as
 // the config they were given: every field, each RoPE type, one and several eos ids, a bos id.
 TEST(CheckpointWriter, ConfigJsonReadsBackAsTheSameConfig) {
-  auto expect_same = [](const ears::ModelConfig& a, const ears::ModelConfig& b, const std::string& what) {
-    EXPECT_EQ(a.architecture, b.architecture) << what;
-    EXPECT_EQ(a.arch, b.arch) << what;
-    EXPECT_EQ(a.hidden_size, b.hidden_size) << what;
-    EXPECT_EQ(a.intermediate_size, b.intermediate_size) << what;
-    EXPECT_EQ(a.num_hidden_layers, b.num_hidden_layers) << what;
-    EXPECT_EQ(a.num_attention_heads, b.num_attention_heads) << what;
-    EXPECT_EQ(a.num_key_value_heads, b.num_key_value_heads) << what;
-    EXPECT_EQ(a.head_dim, b.head_dim) << what;
-    EXPECT_EQ(a.rms_norm_eps, b.rms_norm_eps) << what;
-    EXPECT_EQ(a.rope.type, b.rope.type) << what;
-    EXPECT_EQ(a.rope.theta, b.rope.theta) << what;
-    EXPECT_EQ(a.rope.factor, b.rope.factor) << what;
-    EXPECT_EQ(a.rope.low_freq_factor, b.rope.low_freq_factor) << what;
-    EXPECT_EQ(a.rope.high_freq_factor, b.rope.high_freq_factor) << what;
-    EXPECT_EQ(a.rope.original_max_position_embeddings, b.rope.original_max_position_embeddings) << what;
-    EXPECT_EQ(a.tie_word_embeddings, b.tie_word_embeddings) << what;
-    EXPECT_EQ(a.qkv_bias, b.qkv_bias) << what;
-    EXPECT_EQ(a.o_bias, b.o_bias) << what;
-    EXPECT_EQ(a.mlp_bias, b.mlp_bias) << what;
-    EXPECT_EQ(a.qk_norm, b.qk_norm) << what;
-    EXPECT_EQ(a.torch_dtype, b.torch_dtype) << what;
-    EXPECT_EQ(a.max_position_embeddings, b.max_position_embeddings) << what;
-    EXPECT_EQ(a.bos_token_id, b.bos_token_id) << what;
-    EXPECT_EQ(a.eos_token_ids, b.eos_token_ids) << what;
+  // Equal as ModelConfig (every member); on a difference, both as config.json text.
+  auto expect_same = [](const ears::ModelConfig& read, const ears::ModelConfig& given, const std::string& what) {
+    EXPECT_TRUE(read == given) << what << ": read back\n"
+                               << ears::qwen3_config_json(read, read.torch_dtype) << "given\n"
+                               << ears::qwen3_config_json(given, given.torch_dtype);
   };
   ears::TargetArch arch;
   arch.rope_theta = 1e6;
