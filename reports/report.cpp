@@ -489,11 +489,11 @@ LoadedRuns load_runs(const std::vector<fs::path>& run_dirs, bool force) {
   std::vector<RunMeta> metas;
   for (const auto& dir : run_dirs) {
     metas.push_back(read_run_meta(dir));
-    for (const auto& f : metas.back().environment.value("forced", json::array()))
+    for (const auto& f : metas.back().environment.value(env_key("forced"), json::array()))
       out.warnings.push_back(fmt::format("{} was resumed with --force although {}", dir.string(),
                                          fmt::join(f.value("differences", std::vector<std::string>{}), "; ")));
     add_notices(metas.back().environment, out.warnings);
-    for (const auto& session : metas.back().environment.value("resumed", json::array()))
+    for (const auto& session : metas.back().environment.value(env_key("resumed"), json::array()))
       if (const std::string w = resumed_path_warning(dir.string(), metas.back().environment, session); !w.empty())
         out.warnings.push_back(w);
   }

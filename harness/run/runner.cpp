@@ -271,24 +271,27 @@ json fresh_environment(const Run& r, const json& fingerprint) {
   return env;
 }
 
-// What this resumed session computes with (kPathFacts, reports/report.h): the target's resolved
-// dtype and the kernel path it takes, the CPU, LibTorch; its notices (path_notices).
+// What this resumed session computes with: each of kPathFacts (reports/report.h; the target's
+// resolved dtype and the kernel path it takes, the CPU, LibTorch, the build), so the list decides
+// what a session records and what is compared; its notices (path_notices).
 json resumed_session(const Run& r) {
   const config::TargetSpec& target = r.spec.target;
   const std::string dtype = resolved_dtype_name(target.path, target.dtype, target.device);
-  const json machine = environment_json();
+  json now = environment_json();  // the machine's facts; the target's dtype, path and the build's below
+  now["compute_dtype"] = dtype;
+  now.erase("kernel_path");  // the process's; the target's replaces it
+  try {
+    now["kernel_path"] = layers::kernel_path_name(parse_device(target.device), parse_dtype(dtype, "target.dtype"));
+  } catch (const std::exception&) {  // loading the model says what is wrong
+  }
+  now["git_commit"] = git_commit();
   json s = {{"at", now_iso()},
             {"command_line", command_line()},
             {"threads", r.threads},
-            {"load_average_1m_start", machine["load_average_1m_start"]},
-            {"compute_dtype", dtype}};
-  try {
-    s["kernel_path"] = layers::kernel_path_name(parse_device(target.device), parse_dtype(dtype, "target.dtype"));
-  } catch (const std::exception&) {  // loading the model says what is wrong
-  }
-  for (const char* k : {"cpu_model", "cpu_isa", "libtorch"}) s[k] = machine[k];
-  s["git_commit"] = git_commit();
-  s["notices"] = path_notices(r.threads, dtype, target.device);
+            {"load_average_1m_start", now["load_average_1m_start"]},
+            {"notices", path_notices(r.threads, dtype, target.device)}};
+  for (const char* k : kPathFacts)
+    if (now.contains(k)) s[k] = now[k];
   return s;
 }
 
