@@ -78,16 +78,6 @@ std::string count_text(const json& n) {
 
 std::string parameters_text(const json& env) { return count_text(env.value(env_key("target_parameters"), json())); }
 
-// "draft eagle3 in bfloat16 on kernel path amx (0.6M parameters)": environment.draft; "" without one.
-std::string draft_text(const json& env) {
-  const json d = env.value(env_key("draft"), json());
-  if (text_at(d, {draft_env_key("kind")}).empty()) return "";
-  const std::string count = count_text(d.value(draft_env_key("parameters"), json()));
-  return fmt::format("draft {} in {} on kernel path {}{}", text_at(d, {draft_env_key("kind")}),
-                     text_at(d, {draft_env_key("compute_dtype")}), text_at(d, {draft_env_key("kernel_path")}),
-                     count.empty() ? "" : " (" + count + ")");
-}
-
 // "γ 5, T 0.9, top-k off, top-p 1, max_new_tokens 160, batch 1, seed 0" from a decoding section.
 std::string decoding_text(const json& d) {
   if (!d.is_object() || !d.contains("gamma")) return "";
@@ -107,7 +97,7 @@ std::string compute_text(const json& env) {
   if (!dtype.empty()) parts.push_back(dtype + (checkpoint.empty() ? "" : " (checkpoint " + checkpoint + ")"));
   if (const std::string p = at(env_key("kernel_path")); !p.empty()) parts.push_back("kernel path " + p);
   if (const std::string p = at(env_key("weight_pages")); !p.empty()) parts.push_back("packed weights on " + p);
-  if (const std::string d = draft_text(env); !d.empty()) parts.push_back(d);
+  if (const std::string d = draft_in_words(env); !d.empty()) parts.push_back(d);
   if (const std::string threads = at(env_key("threads")); !threads.empty()) {
     const std::string wait = at(env_key("omp_wait_policy"));
     parts.push_back(threads + " thread(s)" + (wait.empty() ? "" : " (OpenMP wait " + wait + ")"));
@@ -362,6 +352,16 @@ void appendix(std::string& md, const Report& r) {
 }  // namespace
 
 bool is_toy_dataset(const std::string& name) { return name == "synth-gsm" || name == "open-stems"; }
+
+// "draft eagle3 in bfloat16 on kernel path amx (0.6M parameters)": environment.draft; "" without one.
+std::string draft_in_words(const json& env) {
+  const json d = env.value(env_key("draft"), json());
+  if (text_at(d, {draft_env_key("kind")}).empty()) return "";
+  const std::string count = count_text(d.value(draft_env_key("parameters"), json()));
+  return fmt::format("draft {} in {} on kernel path {}{}", text_at(d, {draft_env_key("kind")}),
+                     text_at(d, {draft_env_key("compute_dtype")}), text_at(d, {draft_env_key("kernel_path")}),
+                     count.empty() ? "" : " (" + count + ")");
+}
 
 std::string verifier_in_words(const json& v) {
   const std::string type = text_at(v, {"type"});

@@ -26,6 +26,10 @@ std::string render_markdown(const Report& report);
 // "baseline (exact)", "typical ε=0.09 δ=0.3", "greedy", then ", eagle3 draft" or ", target only".
 std::string verifier_in_words(const nlohmann::json& verifier);
 
+// The run's draft (report.json environment.draft, the `environment` object given) in words:
+// "draft eagle3 in bfloat16 on kernel path amx (0.6M parameters)"; "" when no arm drafted.
+std::string draft_in_words(const nlohmann::json& environment);
+
 // Which charts have data (write_report_files writes only those; report.md links only those).
 bool has_accept_length_chart(const Report& report);  // some arm drafted
 bool has_sweep_chart(const Report& report);          // a β sweep with a defined accuracy change

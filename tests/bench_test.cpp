@@ -400,6 +400,13 @@ TEST(BenchCli, E2eOnTinyPair) {
   EXPECT_EQ(d.value("path", ""), (fx / "eagle3-tiny").string());
   for (const char* k : {"compute_dtype", "weight_dtype", "device", "kernel_path"}) EXPECT_EQ(d[k], j["env"]["model"][k]) << k;
   EXPECT_GT(d.value("parameters", int64_t{0}), 0);
+  // The Markdown's line names the draft in report.md's words, then where it came from.
+  const std::string line = ears::bench::env_line(j["env"]);
+  EXPECT_NE(line.find("\n- draft eagle3 in " + d["compute_dtype"].get<std::string>() + " on kernel path " +
+                      d["kernel_path"].get<std::string>() + " ("),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find(" parameters), from " + d["path"].get<std::string>() + " on cpu"), std::string::npos) << line;
   ASSERT_EQ(j["rows"].size(), 8u);  // T in {0, 0.9} x target-only, baseline, ears, typical
   for (size_t i = 0; i < j["rows"].size(); ++i) {
     const auto& r = j["rows"][i];

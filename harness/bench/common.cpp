@@ -25,6 +25,8 @@
 #include "harness/run/environment.h"
 #include "harness/base/error.h"
 #include "harness/run/model_setup.h"
+#include "reports/environment_keys.h"
+#include "reports/markdown.h"
 #include "reports/report.h"
 
 namespace ears {
@@ -74,36 +76,44 @@ std::string markdown_table(const std::vector<Column>& cols, const json& rows) {
   return out;
 }
 
-std::string env_line(const json& env) {
+namespace {
+// The machine's line of env_line: threads, LibTorch, the CPU and its paths, the load.
+std::string machine_line(const json& env) {
+  auto text = [&](const char* key) {  // key: env_key(...), checked at compile time
+    return env.contains(key) ? (env[key].is_string() ? env[key].get<std::string>() : env[key].dump()) : "?";
+  };
   std::string flags;
-  for (const auto& f : env["cpu_flags"]) flags += (flags.empty() ? "" : " ") + f.get<std::string>();
-  std::string line = fmt::format(
+  for (const auto& f : env[env_key("cpu_flags")]) flags += (flags.empty() ? "" : " ") + f.get<std::string>();
+  const bool cuda = env.value(env_key("cuda_build"), false);
+  return fmt::format(
       "- environment: {} LibTorch threads (OpenMP wait: {}), LibTorch {}{}, CPU: {} ({} logical CPUs; L3 {} MiB; {}; "
       "ISA {}; ATen {}); kernel path {} (best {}); load average {:.2f} at start{}",
-      env["threads"].get<int>(), env.value("omp_wait_policy", std::string("?")), env["libtorch"].get<std::string>(),
-      env.value("cuda_build", false) ? fmt::format(" (CUDA build, {} device(s))", env.value("cuda_devices", 0)) : "",
-      env["cpu_model"].get<std::string>(), env["logical_cpus"].get<int>(), env["l3_cache_bytes"].get<int64_t>() >> 20,
-      flags.empty() ? "-" : flags, env.value("cpu_isa", std::string("-")),
-      env.value("aten_cpu_capability", std::string("?")), env.value("kernel_path", std::string("?")),
-      env.value("kernel_path_best", std::string("?")), env["load_average_1m_start"].get<double>(),
-      env.contains("load_average_1m_end") ? fmt::format(", {:.2f} at end", env["load_average_1m_end"].get<double>()) : "");
-  if (env.contains("model")) {
+      text(env_key("threads")), text(env_key("omp_wait_policy")), text(env_key("libtorch")),
+      cuda ? fmt::format(" (CUDA build, {} device(s))", text(env_key("cuda_devices"))) : "", text(env_key("cpu_model")),
+      text(env_key("logical_cpus")), env[env_key("l3_cache_bytes")].get<int64_t>() >> 20, flags.empty() ? "-" : flags,
+      text(env_key("cpu_isa")), text(env_key("aten_cpu_capability")), text(env_key("kernel_path")),
+      text(env_key("kernel_path_best")), env[env_key("load_average_1m_start")].get<double>(),
+      env.contains(env_key("load_average_1m_end"))
+          ? fmt::format(", {:.2f} at end", env[env_key("load_average_1m_end")].get<double>())
+          : "");
+}
+}  // namespace
+
+std::string env_line(const json& env) {
+  std::string line = machine_line(env);
+  if (env.contains("model")) {  // bench's and generate's own key: the target's facts (model_environment_json)
     const json& m = env["model"];
     line += fmt::format("\n- model: {} compute, {} weights (checkpoint {}, --dtype {}) on {}, kernel path {}; {}",
-                        m["compute_dtype"].get<std::string>(), m["weight_dtype"].get<std::string>(),
-                        m["checkpoint_dtype"].get<std::string>(), m["dtype_requested"].get<std::string>(),
-                        m["device"].get<std::string>(), m["kernel_path"].get<std::string>(),
-                        m.value("weight_pages", std::string("-")));
+                        m[env_key("compute_dtype")].get<std::string>(), m[env_key("weight_dtype")].get<std::string>(),
+                        m[env_key("checkpoint_dtype")].get<std::string>(),
+                        m[env_key("dtype_requested")].get<std::string>(), m[env_key("device")].get<std::string>(),
+                        m[env_key("kernel_path")].get<std::string>(), m.value(env_key("weight_pages"), std::string("-")));
   }
-  if (env.contains("draft") && env["draft"].contains("kind")) {
-    const json& d = env["draft"];
-    line += fmt::format("\n- draft: {} {}: {} compute on {}, kernel path {}; {} parameters",
-                        d["kind"].get<std::string>(), d["path"].get<std::string>(), d["compute_dtype"].get<std::string>(),
-                        d["device"].get<std::string>(), d["kernel_path"].get<std::string>(),
-                        human_params(d["parameters"].get<int64_t>()));
-  }
-  for (const auto& n : env.value("notices", json::array())) line += "\n- NOTICE: " + n.get<std::string>();
-  if (load_busy(env["load_average_1m_start"].get<double>(), env["logical_cpus"].get<double>()))
+  if (const std::string d = draft_in_words(env); !d.empty())
+    line += fmt::format("\n- {}, from {} on {}", d, env[env_key("draft")][draft_env_key("path")].get<std::string>(),
+                        env[env_key("draft")][draft_env_key("device")].get<std::string>());
+  for (const auto& n : env.value(env_key("notices"), json::array())) line += "\n- NOTICE: " + n.get<std::string>();
+  if (load_busy(env[env_key("load_average_1m_start")].get<double>(), env[env_key("logical_cpus")].get<double>()))
     line += "\n- WARNING: the machine is busy (load average >= the CPU count): timings are noisy; LibTorch threads "
             "wait on descheduled peers, so --threads 1 is steadier";
   return line;

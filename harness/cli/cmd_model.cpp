@@ -162,6 +162,11 @@ struct GenerateArgs {
   runner::DecodeSettings decoding = generate_defaults();  // --temperature ... --gamma
 };
 
+// New tokens per second of generation (0 when nothing was timed): generate's JSON and its line.
+double output_tokens_per_s(const GenResult& r) {
+  return r.latency_s > 0 ? static_cast<double>(r.ids.size()) / r.latency_s : 0.0;
+}
+
 // generate --json's document: {ids, text, finish_reason, stats, env}; `env` is what ran (read
 // before the models loaded, with their facts), load_average_1m_end is read now.
 json generate_json(const GenResult& r, double load_s, const GenerateArgs& a, int threads, json env) {
@@ -189,7 +194,7 @@ json generate_json(const GenResult& r, double load_s, const GenerateArgs& a, int
                 {"verify_s", st.verify_s},
                 {"other_s", st.other_s},
                 {"host_syncs", st.host_syncs},
-                {"output_tokens_per_s", r.latency_s > 0 ? new_tokens / r.latency_s : 0.0},
+                {"output_tokens_per_s", output_tokens_per_s(r)},
                 {"load_s", load_s},
                 {"threads", threads},
                 {"draft_kind", a.setup.draft_kind},
@@ -235,7 +240,7 @@ int run_generate(const GenerateArgs& a, CommonOptions& common) {
   fmt::print("{}\n", r.text.empty() && !m.tokenizer ? fmt::format("{}", fmt::join(r.ids, " ")) : r.text);
   fmt::print(stderr, "[{} new tokens in {:.3f} s ({:.1f} tok/s; ttft {:.3f} s, decode {:.3f} s); steps {}, "
              "mean accept length {:.2f}, finish: {}]\n",
-             new_tokens, r.latency_s, r.latency_s > 0 ? new_tokens / r.latency_s : 0.0, r.ttft_s,
+             new_tokens, r.latency_s, output_tokens_per_s(r), r.ttft_s,
              r.latency_s - r.ttft_s, st.steps, st.mean_accept_length(), r.finish_reason);
   return 0;
 }
