@@ -58,7 +58,7 @@ inline constexpr EnvironmentKey kEnvironmentKeys[] = {
     {"ears_bench_version", "", "the ears-bench version"},
     {"command_line", "", "the command as typed"},
     {"started_at", "", "local start time, ISO 8601"},
-    {"resumed", "after `--resume`", "one entry per resumed session (its keys: above)"},
+    {"resumed", "after `--resume`", "one entry per resumed session (its keys: `environment.resumed[]` below)"},
     {"forced", "after `--resume --force`", "one entry per forced session, with the differences it accepted"},
 };
 
@@ -74,12 +74,23 @@ inline constexpr EnvironmentKey kDraftEnvironmentKeys[] = {
     {"parameters", "", "the weights it holds"},
 };
 
+// environment.resumed[]: one entry per `--resume` session, its own facts, then each of kPathFacts
+// (below) as that session saw them.
+inline constexpr EnvironmentKey kResumedEnvironmentKeys[] = {
+    {"at", "", "when the session started, ISO 8601"},
+    {"command_line", "", "the command as typed"},
+    {"threads", "", "LibTorch intra-op threads"},
+    {"load_average_1m_start", "", "1-minute load average when the session started"},
+    {"notices", "", "the slow or forced paths it took, as `notices` above"},
+};
+
 namespace detail {
 void not_an_environment_key();  // never defined: reached only while compiling a bad env_key
 }
 
-// `key`, when kEnvironmentKeys (env_key) or kDraftEnvironmentKeys (draft_env_key) lists it; else a
-// compile error (consteval): a reader cannot ask for a key no writer is held to.
+// `key`, when kEnvironmentKeys (env_key), kDraftEnvironmentKeys (draft_env_key) or
+// kResumedEnvironmentKeys (resumed_env_key) lists it; else a compile error (consteval): a reader
+// cannot ask for a key no writer is held to.
 template <std::size_t N>
 consteval const char* listed_key(const EnvironmentKey (&keys)[N], const char* key) {
   for (const EnvironmentKey& k : keys)
@@ -89,9 +100,16 @@ consteval const char* listed_key(const EnvironmentKey (&keys)[N], const char* ke
 }
 consteval const char* env_key(const char* key) { return listed_key(kEnvironmentKeys, key); }
 consteval const char* draft_env_key(const char* key) { return listed_key(kDraftEnvironmentKeys, key); }
+consteval const char* resumed_env_key(const char* key) { return listed_key(kResumedEnvironmentKeys, key); }
+
+// The environment facts that say which code computed a run's numbers. A resumed session (its
+// "resumed" entry) or a merged part that differs in any of them from the recorded environment
+// mixes two paths in one report: a warning, not a failure (shards may run on different nodes).
+inline constexpr const char* kPathFacts[] = {env_key("kernel_path"), env_key("compute_dtype"), env_key("cpu_model"),
+                                             env_key("cpu_isa"),     env_key("libtorch"),      env_key("git_commit")};
 
 // The Markdown tables of docs/report-schema.md (between the markers below): the environment's
-// keys, then the draft's.
+// keys, the draft's, a resumed session's (with kPathFacts).
 inline constexpr const char* kEnvironmentDocBegin = "<!-- BEGIN environment keys: generated from reports/environment_keys.h -->";
 inline constexpr const char* kEnvironmentDocEnd = "<!-- END environment keys -->";
 std::string environment_keys_markdown();

@@ -181,7 +181,7 @@ std::string resumed_path_warning(const std::string& dir, const json& environment
   const std::vector<std::string> diffs = path_fact_differences(environment, session);
   if (diffs.empty()) return "";
   return fmt::format("{} was resumed at {} on another path ({}): its results mix both", dir,
-                     session.value("at", std::string("?")), fmt::join(diffs, "; "));
+                     session.value(resumed_env_key("at"), std::string("?")), fmt::join(diffs, "; "));
 }
 
 std::string ArmReport::entry_owner(const json& j, const std::string& origin) {

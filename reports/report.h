@@ -90,11 +90,6 @@ struct ArmReport {
 // report.md's load row both say it from this.
 bool load_busy(double load_average_1m, double logical_cpus);
 
-// The environment facts that say which code computed a run's numbers. A resumed session (its
-// "resumed" entry) or a merged part that differs in any of them from the recorded environment
-// mixes two paths in one report: a warning, not a failure (shards may run on different nodes).
-inline constexpr const char* kPathFacts[] = {env_key("kernel_path"), env_key("compute_dtype"), env_key("cpu_model"),
-                                             env_key("cpu_isa"),     env_key("libtorch"),      env_key("git_commit")};
 // "kernel_path avx2 -> aten" for each of kPathFacts both objects hold with different values.
 std::vector<std::string> path_fact_differences(const nlohmann::json& recorded, const nlohmann::json& other);
 // "<dir> was resumed at <at> on another path (kernel_path avx2 -> aten): its results mix both";

@@ -94,7 +94,13 @@ std::string environment_keys_markdown() {
                         cell(std::string(k.doc)));
     return md;
   };
-  return table("`environment`", kEnvironmentKeys) + table("`environment.draft`", kDraftEnvironmentKeys) + "\n";
+  std::string facts;
+  for (const char* k : kPathFacts) facts += fmt::format("{}`{}`", facts.empty() ? "" : ", ", k);
+  return table("`environment`", kEnvironmentKeys) + table("`environment.draft`", kDraftEnvironmentKeys) +
+         table("`environment.resumed[]`", kResumedEnvironmentKeys) +
+         fmt::format("\nThen the path facts, as the session saw them: {}. A session that differs from the recorded "
+                     "environment in any of them is warned about: the run mixes two paths.\n\n",
+                     facts);
 }
 
 }  // namespace ears

@@ -129,6 +129,10 @@ TEST(RunnerCli, ResumeOnAnotherKernelPathIsRecordedAndWarned) {
   }
   ASSERT_EQ(p.exit_code, 0) << show(p);
   const json session = read_json(dir / "run_meta.json")["environment"]["resumed"].back();
+  // Its keys: reports/environment_keys.h's for a resumed session, and each of the path facts.
+  for (const EnvironmentKey& k : kResumedEnvironmentKeys) EXPECT_TRUE(session.contains(std::string(k.key))) << k.key;
+  for (const char* k : kPathFacts) EXPECT_TRUE(session.contains(k)) << k;
+  EXPECT_EQ(session.size(), std::size(kResumedEnvironmentKeys) + std::size(kPathFacts)) << session;
   EXPECT_EQ(session["kernel_path"], "aten") << session;
   for (const char* k : {"compute_dtype", "cpu_model", "cpu_isa", "libtorch"}) EXPECT_EQ(session[k], recorded[k]) << k;
   const std::string capped = fmt::format("kernel path aten, below this CPU's best {}: EARS_KERNELS=aten caps it",

@@ -271,9 +271,9 @@ json fresh_environment(const Run& r, const json& fingerprint) {
   return env;
 }
 
-// What this resumed session computes with: each of kPathFacts (reports/report.h; the target's
-// resolved dtype and the kernel path it takes, the CPU, LibTorch, the build), so the list decides
-// what a session records and what is compared; its notices (path_notices).
+// A resumed session's entry (kResumedEnvironmentKeys), then what it computes with: each of
+// kPathFacts (reports/environment_keys.h: the target's resolved dtype and kernel path, the CPU,
+// LibTorch, the build), so that list decides what a session records and what is compared.
 json resumed_session(const Run& r) {
   const config::TargetSpec& target = r.spec.target;
   const std::string dtype = resolved_dtype_name(target.path, target.dtype, target.device);
@@ -285,11 +285,11 @@ json resumed_session(const Run& r) {
   } catch (const std::exception&) {  // loading the model says what is wrong
   }
   now["git_commit"] = git_commit();
-  json s = {{"at", now_iso()},
-            {"command_line", command_line()},
-            {"threads", r.threads},
-            {"load_average_1m_start", now["load_average_1m_start"]},
-            {"notices", path_notices(r.threads, dtype, target.device)}};
+  json s = {{resumed_env_key("at"), now_iso()},
+            {resumed_env_key("command_line"), command_line()},
+            {resumed_env_key("threads"), r.threads},
+            {resumed_env_key("load_average_1m_start"), now[env_key("load_average_1m_start")]},
+            {resumed_env_key("notices"), path_notices(r.threads, dtype, target.device)}};
   for (const char* k : kPathFacts)
     if (now.contains(k)) s[k] = now[k];
   return s;
