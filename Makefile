@@ -74,8 +74,13 @@ build-torch2:
 	  -DEARS_PARITY_PYTHON="$$venv/bin/python" $(CMAKE_FLAGS) && \
 	cmake --build build-torch2 -j $(JOBS)
 
+# pip's LibTorch does its float32 matmuls in MKL, whose OpenMP team spin-waits after every sgemm,
+# however small: two test binaries side by side, two spinning threads each on two cores, took the
+# suite 477 s (Xeon, 2 vCPUs); with one intra-op thread per binary, 202 s. The CLI processes the
+# tests start still set their own thread count, ThreadsGuard tests still take 2, and `make test`
+# runs the suite with LibTorch's default (every core).
 test-torch2: build-torch2
-	cd build-torch2 && ctest --output-on-failure -j $(JOBS)
+	cd build-torch2 && OMP_NUM_THREADS=1 ctest --output-on-failure -j $(JOBS)
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz build-torch2
