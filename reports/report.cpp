@@ -477,7 +477,7 @@ void check_results_in_run(const LoadedRuns& runs, const std::vector<fs::path>& r
 void add_notices(const json& env, std::vector<std::string>& warnings) {
   std::vector<json> lists = {env.value(env_key("notices"), json::array())};
   for (const auto& session : env.value(env_key("resumed"), json::array()))
-    if (session.is_object()) lists.push_back(session.value("notices", json::array()));
+    if (session.is_object()) lists.push_back(session.value(resumed_env_key("notices"), json::array()));
   for (const auto& list : lists)
     for (const auto& n : list)
       if (n.is_string() && std::find(warnings.begin(), warnings.end(), n.get<std::string>()) == warnings.end())

@@ -278,13 +278,14 @@ json resumed_session(const Run& r) {
   const config::TargetSpec& target = r.spec.target;
   const std::string dtype = resolved_dtype_name(target.path, target.dtype, target.device);
   json now = environment_json();  // the machine's facts; the target's dtype, path and the build's below
-  now["compute_dtype"] = dtype;
-  now.erase("kernel_path");  // the process's; the target's replaces it
+  now[env_key("compute_dtype")] = dtype;
+  now.erase(env_key("kernel_path"));  // the process's; the target's replaces it
   try {
-    now["kernel_path"] = layers::kernel_path_name(parse_device(target.device), parse_dtype(dtype, "target.dtype"));
+    now[env_key("kernel_path")] =
+        layers::kernel_path_name(parse_device(target.device), parse_dtype(dtype, "target.dtype"));
   } catch (const std::exception&) {  // loading the model says what is wrong
   }
-  now["git_commit"] = git_commit();
+  now[env_key("git_commit")] = git_commit();
   json s = {{resumed_env_key("at"), now_iso()},
             {resumed_env_key("command_line"), command_line()},
             {resumed_env_key("threads"), r.threads},
