@@ -738,7 +738,9 @@ EARS_AVX512_BF16 void vnni_gemm(const uint16_t* x, int64_t ldx, int64_t M, const
   // were 6-18 % slower without); one row only a streamed weight (vnni_row_2blocks).
   const bool prefetch = M > 1 || amx_packed_elems(N, K) * 2 > kernels::kResidentWeightBytes;
   int64_t nb = nb0;
-  if (M == 1)  // in a model's forward (2 threads, Zen 4, 100M decode) 10.2 vs 12.4 ms with one block
+  // Two blocks at once: in a model's forward (2 threads, Zen 4, 100M decode) 10.2 vs 12.4 ms with
+  // one block; a streamed weight on Zen 5 one block at a time (kernels::CpuInfo::lone_row_one_block).
+  if (M == 1 && !(prefetch && lone_row_one_block()))
     for (; nb + 2 <= nb1; nb += 2) {
       const uint16_t* wb = packed + nb * kchunks * 1024;
       if (prefetch)
@@ -787,6 +789,16 @@ void attend_rows(const uint16_t*, int64_t, int64_t, int64_t, const int64_t*, con
                  int64_t, int64_t, float, uint16_t*, int64_t, const NextKV*) {}
 
 #endif
+
+namespace {
+std::atomic<int> lone_row_blocks{0};  // 0: the CPU's default, else 1 or 2
+}  // namespace
+
+bool lone_row_one_block() {
+  const int b = lone_row_blocks.load();
+  return b == 0 ? kernels::cpu_info().lone_row_one_block : b == 1;
+}
+void set_lone_row_one_block(bool one_block) { lone_row_blocks.store(one_block ? 1 : 2); }
 
 }  // namespace cpu_bf16
 }  // namespace ears

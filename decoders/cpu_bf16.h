@@ -61,6 +61,11 @@ void amx_gemm(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* packed,
 // independent of M (row-invariant for every M), like amx_gemm.
 void vnni_gemm(const uint16_t* x, int64_t ldx, int64_t M, const uint16_t* packed, int64_t N, int64_t K,
                const uint16_t* bias, uint16_t* y, int64_t ldy, int64_t nb0, int64_t nb1);
+// How vnni_gemm streams a weight from memory (one larger than kernels::kResidentWeightBytes) for a
+// lone row of x, a decode: two consecutive 32-row blocks at once (4 vdpbf16ps chains) or one block
+// at a time. The same bits either way. Default: kernels::cpu_info().lone_row_one_block; tests switch it.
+bool lone_row_one_block();
+void set_lone_row_one_block(bool one_block);
 
 // RMSNorm of rows of D elements, Hugging Face numerics: y = bf16(w * bf16(x * rsqrt(mean(x^2) + eps)))
 // with the statistics in fp32. Row (o, i) reads x + o * outer_stride + i * D and writes

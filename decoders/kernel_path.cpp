@@ -11,6 +11,7 @@
 
 #if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
 #define EARS_KERNELS_X86 1
+#include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -33,6 +34,16 @@ std::string read_cpu_model() {
   return "unknown";
 }
 
+#if defined(EARS_KERNELS_X86)
+// CPUID leaf 1's family: the base family, plus the extended family when the base is 0xF.
+unsigned cpuid_family() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0;
+  const unsigned base = (eax >> 8) & 0xF;
+  return base == 0xF ? base + ((eax >> 20) & 0xFF) : base;
+}
+#endif
+
 CpuInfo detect() {
   CpuInfo c;
   c.model = read_cpu_model();
@@ -50,6 +61,7 @@ CpuInfo detect() {
   c.amx_tile = __builtin_cpu_supports("amx-tile");
   c.amx_bf16 = __builtin_cpu_supports("amx-bf16");
   c.prefetch_t1_to_l2 = __builtin_cpu_is("intel") || c.avx512f;
+  c.lone_row_one_block = __builtin_cpu_is("amd") && cpuid_family() >= 0x1A;
   if (c.amx_tile && c.amx_bf16) {
     // Linux gives a process the AMX tile state only on request (ARCH_REQ_XCOMP_PERM, XTILEDATA).
     constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;

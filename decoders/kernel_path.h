@@ -39,6 +39,12 @@ struct CpuInfo {
   // before Zen 4 fills L1 on every prefetch hint (its optimization guides), so a line meant for L2
   // evicts what L1 holds (cpu_avx2's tiles take their far prefetch only where this is true).
   bool prefetch_t1_to_l2 = false;
+  // A lone row streams a weight from memory one 32-row block at a time, not two side by side
+  // (cpu_bf16::vnni_gemm): AMD from Zen 5 (CPUID family 0x1A). There the 100M model's bf16 decode
+  // took 2.87-3.17 ms with one block and 3.53-3.61 ms with two (2 threads, reads 82-85 GB/s,
+  // alternated); on Zen 4 two were faster (10.2 vs 12.4 ms; docs/performance-log.md, fifty-fifth
+  // session).
+  bool lone_row_one_block = false;
   // ONEDNN_MAX_CPU_ISA (or its older name DNNL_MAX_CPU_ISA) as set in the environment, "" when
   // unset; onednn_below_avx512() says whether it keeps oneDNN below AVX-512 (SSE41, AVX, AVX2,
   // AVX2_VNNI, ...): the recipe that measures an AVX2-only CPU on an AVX-512 one

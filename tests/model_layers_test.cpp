@@ -225,8 +225,16 @@ TEST_P(CpuKernels, Bf16LinearIsRowInvariantForAnyRowCount) {
       const at::Tensor part = ears::layers::linear(x.narrow(0, M - m, m).view({1, m, K}), lw);
       EXPECT_TRUE(at::equal(part.view({m, N}), all.narrow(0, M - m, m))) << m << " rows round differently";
     }
-    for (int64_t r = 0; r < M; ++r)  // every row decoded alone (the decode step's kernel)
-      EXPECT_TRUE(at::equal(ears::layers::linear(x.narrow(0, r, 1), lw), all.narrow(0, r, 1))) << "row " << r << " alone";
+    // Every row decoded alone (the decode step's kernel); on avx512bf16 both ways a lone row streams
+    // a weight from memory (N = 4099): one 32-row block at a time and two side by side.
+    const bool one_block = ears::cpu_bf16::lone_row_one_block();
+    for (const bool one : {one_block, !one_block}) {
+      ears::cpu_bf16::set_lone_row_one_block(one);
+      for (int64_t r = 0; r < M; ++r)
+        EXPECT_TRUE(at::equal(ears::layers::linear(x.narrow(0, r, 1), lw), all.narrow(0, r, 1)))
+            << "row " << r << " alone, " << (one ? "one block" : "two blocks");
+    }
+    ears::cpu_bf16::set_lone_row_one_block(one_block);
   }
 }
 
