@@ -41,7 +41,7 @@ struct CpuInfo {
   bool prefetch_t1_to_l2 = false;
   // A lone row streams a weight from memory one 32-row block at a time, not two side by side
   // (cpu_bf16::vnni_gemm): AMD from Zen 5 (CPUID family 0x1A). There the 100M model's bf16 decode
-  // took 2.87-3.17 ms with one block and 3.53-3.61 ms with two (2 threads, reads 82-85 GB/s,
+  // took 2.87-3.00 ms with one block and 3.53-3.61 ms with two (2 threads, reads 82-85 GB/s,
   // alternated); on Zen 4 two were faster (10.2 vs 12.4 ms; docs/performance-log.md, fifty-fifth
   // session).
   bool lone_row_one_block = false;
