@@ -15,6 +15,16 @@ namespace ears {
 
 using nlohmann::json;
 
+std::string text_at(const json& obj, std::initializer_list<const char*> path) {
+  const json* x = &obj;
+  for (const char* k : path) {
+    if (!x->is_object() || !x->contains(k)) return "";
+    x = &(*x)[k];
+  }
+  if (x->is_null()) return "";
+  return x->is_string() ? x->get<std::string>() : x->dump();
+}
+
 namespace {
 
 const char* kNa = "n/a";
@@ -56,17 +66,6 @@ void key_value_table(std::string& md, const json& obj) {
   md += "| Key | Value |\n|---|---|\n";
   for (const auto& [k, v] : obj.items()) md += fmt::format("| {} | {} |\n", cell(k), json_cell(v));
   md += "\n";
-}
-
-// obj[a][b]... as text; "" when a key is missing (older reports, hand-made inputs).
-std::string text_at(const json& obj, std::initializer_list<const char*> path) {
-  const json* x = &obj;
-  for (const char* k : path) {
-    if (!x->is_object() || !x->contains(k)) return "";
-    x = &(*x)[k];
-  }
-  if (x->is_null()) return "";
-  return x->is_string() ? x->get<std::string>() : x->dump();
 }
 
 // "1.2B parameters", "0.6M parameters"; "" for anything but a number.

@@ -5,6 +5,7 @@
 #pragma once
 #include <nlohmann/json_fwd.hpp>
 
+#include <initializer_list>
 #include <string>
 
 namespace ears {
@@ -25,6 +26,10 @@ std::string render_markdown(const Report& report);
 // An arm's verifier (report.json arms[].verifier) in words: "ears β=0.1 (max_prob)",
 // "baseline (exact)", "typical ε=0.09 δ=0.3", "greedy", then ", eagle3 draft" or ", target only".
 std::string verifier_in_words(const nlohmann::json& verifier);
+
+// obj[a][b]... as text (a string as is, anything else as JSON); "" when a key is missing or null
+// (older reports, hand-made inputs).
+std::string text_at(const nlohmann::json& obj, std::initializer_list<const char*> path);
 
 // The run's draft (report.json environment.draft, the `environment` object given) in words:
 // "draft eagle3 in bfloat16 on kernel path amx (0.6M parameters)"; "" when no arm drafted.

@@ -407,6 +407,18 @@ TEST(BenchCli, E2eOnTinyPair) {
             std::string::npos)
       << line;
   EXPECT_NE(line.find(" parameters), from " + d["path"].get<std::string>() + " on cpu"), std::string::npos) << line;
+  // The machine's facts as the JSON holds them (strings as they are, numbers as JSON).
+  const json& e = j["env"];
+  EXPECT_EQ(line.rfind("- environment: " + e["threads"].dump() + " LibTorch threads (OpenMP wait: " +
+                           e["omp_wait_policy"].get<std::string>() + "), LibTorch " + e["libtorch"].get<std::string>(),
+                       0),
+            0u)
+      << line;
+  EXPECT_NE(line.find("; ISA " + e["cpu_isa"].get<std::string>() + "; ATen " + e["aten_cpu_capability"].get<std::string>() +
+                      "); kernel path " + e["kernel_path"].get<std::string>() + " (best " +
+                      e["kernel_path_best"].get<std::string>() + ")"),
+            std::string::npos)
+      << line;
   ASSERT_EQ(j["rows"].size(), 8u);  // T in {0, 0.9} x target-only, baseline, ears, typical
   for (size_t i = 0; i < j["rows"].size(); ++i) {
     const auto& r = j["rows"][i];

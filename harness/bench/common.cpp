@@ -79,8 +79,8 @@ std::string markdown_table(const std::vector<Column>& cols, const json& rows) {
 namespace {
 // The machine's line of env_line: threads, LibTorch, the CPU and its paths, the load.
 std::string machine_line(const json& env) {
-  auto text = [&](const char* key) {  // key: env_key(...), checked at compile time
-    return env.contains(key) ? (env[key].is_string() ? env[key].get<std::string>() : env[key].dump()) : "?";
+  auto text = [&](const char* key) {  // key: env_key(...), checked at compile time; "?" when missing
+    return env.contains(key) ? text_at(env, {key}) : std::string("?");
   };
   std::string flags;
   for (const auto& f : env[env_key("cpu_flags")]) flags += (flags.empty() ? "" : " ") + f.get<std::string>();
