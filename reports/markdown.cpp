@@ -33,6 +33,13 @@ std::string num(double x, int decimals) { return std::isfinite(x) ? fmt::format(
 std::string signed_num(double x, int decimals) {
   return std::isfinite(x) ? fmt::format("{:+.{}f}", x, decimals) : kNa;
 }
+// x with 3 significant digits and no exponent (0.162, 25.3, 1234), at most 4 decimals.
+std::string sig3(double x) {
+  if (!std::isfinite(x)) return kNa;
+  if (x == 0) return "0";
+  const int magnitude = static_cast<int>(std::floor(std::log10(std::fabs(x))));
+  return num(x, std::clamp(2 - magnitude, 0, 4));
+}
 std::string pct(double fraction, int decimals = 1) {
   return std::isfinite(fraction) ? fmt::format("{:.{}f}%", 100 * fraction, decimals) : kNa;
 }
@@ -231,6 +238,40 @@ void details_table(std::string& md, const Report& r) {
   md += "\n";
 }
 
+// Where each arm's time goes (time_split_s), per step and per decoded token, and the decoding's
+// speed-up over the baseline: the part of the request that drafting can shorten.
+void time_section(std::string& md, const Report& r) {
+  auto total = [](const TimeSplit& t) { return t.prefill_s + t.draft_s + t.verify_s + t.other_s; };
+  if (std::none_of(r.arms.begin(), r.arms.end(), [&](const auto& a) { return total(a.metrics.time_split_s) > 0; }))
+    return;
+  md += "## Where the time goes\n\n"
+        "Σ over the requests: **prefill** = the prompt's forward and the first token (and the drafter's start), "
+        "**draft** = proposing and the drafter's update after each verification, **verify** = the target's forward "
+        "over the drafts and the verifier, **other** = the rest of the latency. **Decoding** = draft + verify + "
+        "other: every token after a request's first. Drafting shortens the decoding only; the gains under "
+        "Results also count the prefill.\n\n";
+  md += "| Method | Prefill (s) | Draft (s) | Verify (s) | Other (s) | Steps | Verify (ms/step) | Draft (ms/step) | "
+        "Decoding (ms/token) |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& a : r.arms) {
+    const auto& m = a.metrics;
+    const TimeSplit& t = m.time_split_s;
+    const double sum = total(t);
+    auto part = [&](double s) { return fmt::format("{} ({})", num(s, 3), pct(sum > 0 ? s / sum : nan_value())); };
+    auto per_step = [&](double s) { return sig3(m.steps > 0 ? 1000 * s / static_cast<double>(m.steps) : nan_value()); };
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", cell(a.name), part(t.prefill_s),
+                      part(t.draft_s), part(t.verify_s), part(t.other_s), m.steps, per_step(t.verify_s),
+                      per_step(t.draft_s), sig3(1000 * m.decode_s_per_token()));
+  }
+  for (const auto& c : r.comparisons) {
+    std::string speedup = std::isfinite(c.decode_speedup) ? fmt::format("×{:.2f}", c.decode_speedup) : kNa;
+    if (finite(c.decode_speedup_ci95))
+      speedup += fmt::format(" [{:.2f}, {:.2f}]", c.decode_speedup_ci95.lo, c.decode_speedup_ci95.hi);
+    md += fmt::format("| Decoding speed-up: {} vs {} | | | | | | | | {} |\n", cell(c.arm), cell(c.baseline), speedup);
+  }
+  md += "\nDecoding speed-up = the baseline's decoding ms/token ÷ the arm's, with the paired bootstrap interval "
+        "of the gains above.\n\n";
+}
+
 void acceptance_sections(std::string& md, const Report& r) {
   size_t max_pos = 0;
   for (const auto& a : r.arms) max_pos = std::max(max_pos, a.metrics.acceptance_per_position.size());
@@ -393,6 +434,7 @@ std::string render_markdown(const Report& report) {
   md += fmt::format("Baseline: **{}**.\n\n", cell(report.baseline));
   results_table(md, report);
   details_table(md, report);
+  time_section(md, report);
   acceptance_sections(md, report);
   uncertainty_section(md, report);
   category_section(md, report);

@@ -95,6 +95,7 @@ void ArmSums::add(const RequestResult& r, ArmMetrics& m) {
   m.output_tokens += r.output_tokens;
   m.prompt_tokens += r.prompt_tokens;
   m.steps += r.steps;
+  m.decoded_tokens += std::max<int64_t>(r.output_tokens - 1, 0);
   m.drafted += r.drafted;
   m.accepted += r.accepted;
   m.pardoned += r.pardoned;
@@ -225,6 +226,11 @@ ArmMetrics compute_arm_metrics(const std::vector<RequestResult>& results, const 
   return m;
 }
 
+double ArmMetrics::decode_s_per_token() const {
+  const double decode = time_split_s.draft_s + time_split_s.verify_s + time_split_s.other_s;
+  return decode > 0 ? ratio(decode, static_cast<double>(decoded_tokens)) : nan_value();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Paired comparison
 
@@ -233,16 +239,19 @@ namespace {
 struct PairSums {
   double out_a = 0, lat_a = 0, out_b = 0, lat_b = 0;
   double emitted_a = 0, steps_a = 0, emitted_b = 0, steps_b = 0;
+  double decode_a = 0, decoded_a = 0, decode_b = 0, decoded_b = 0;  // s after the first token, its tokens
   double correct_diff = 0, scored = 0;
 
   void add(const PairSums& o) {
     out_a += o.out_a, lat_a += o.lat_a, out_b += o.out_b, lat_b += o.lat_b;
     emitted_a += o.emitted_a, steps_a += o.steps_a, emitted_b += o.emitted_b, steps_b += o.steps_b;
+    decode_a += o.decode_a, decoded_a += o.decoded_a, decode_b += o.decode_b, decoded_b += o.decoded_b;
     correct_diff += o.correct_diff, scored += o.scored;
   }
   double throughput_ratio() const { return ratio(ratio(out_a, lat_a), ratio(out_b, lat_b)); }
   double latency_ratio() const { return ratio(lat_a, lat_b); }
   double tau_ratio() const { return ratio(ratio(emitted_a, steps_a), ratio(emitted_b, steps_b)); }
+  double decode_ratio() const { return ratio(ratio(decode_b, decoded_b), ratio(decode_a, decoded_a)); }
   double accuracy_delta() const { return ratio(correct_diff, scored); }
 };
 
@@ -279,6 +288,10 @@ PairSums pair_sums(const RequestResult& a, const RequestResult& b) {
   s.steps_a = static_cast<double>(a.steps);
   s.emitted_b = static_cast<double>(b.emitted());
   s.steps_b = static_cast<double>(b.steps);
+  s.decode_a = a.draft_s + a.verify_s + a.other_s;
+  s.decoded_a = static_cast<double>(std::max<int64_t>(a.output_tokens - 1, 0));
+  s.decode_b = b.draft_s + b.verify_s + b.other_s;
+  s.decoded_b = static_cast<double>(std::max<int64_t>(b.output_tokens - 1, 0));
   if (a.has_score && b.has_score) {
     s.correct_diff = static_cast<double>(a.correct) - static_cast<double>(b.correct);
     s.scored = 1;
@@ -323,14 +336,15 @@ void bootstrap_intervals(const std::map<std::string, PairSums>& clusters, const 
   for (const auto& [id, s] : clusters) cluster_sums.push_back(s);
   Rng rng(c.bootstrap_seed);
   const size_t n = cluster_sums.size(), B = static_cast<size_t>(c.bootstrap_resamples);
-  std::vector<double> tp, lat, tau, acc;
-  tp.reserve(B), lat.reserve(B), tau.reserve(B), acc.reserve(B);
+  std::vector<double> tp, lat, tau, dec, acc;
+  tp.reserve(B), lat.reserve(B), tau.reserve(B), dec.reserve(B), acc.reserve(B);
   for (size_t i = 0; i < B; ++i) {
     PairSums s;
     for (size_t k = 0; k < n; ++k) s.add(cluster_sums[rng.below(n)]);
     tp.push_back(s.throughput_ratio());
     lat.push_back(s.latency_ratio());
     tau.push_back(s.tau_ratio());
+    dec.push_back(s.decode_ratio());
     acc.push_back(100 * s.accuracy_delta());
   }
   c.throughput_gain_ci95 =
@@ -338,6 +352,7 @@ void bootstrap_intervals(const std::map<std::string, PairSums>& clusters, const 
   c.latency_change_ci95 =
       to_pct(rescaled(percentile_interval(lat, B), full.latency_ratio(), 1 + c.latency_change_pct / 100));
   c.accept_length_ratio_ci95 = rescaled(percentile_interval(tau, B), full.tau_ratio(), c.accept_length_ratio);
+  c.decode_speedup_ci95 = rescaled(percentile_interval(dec, B), full.decode_ratio(), c.decode_speedup);
   if (c.n_scored_pairs > 0) c.accuracy_delta_ci95 = percentile_interval(acc, B);
 }
 
@@ -358,6 +373,7 @@ Comparison compare_arms(const std::vector<RequestResult>& results, const std::st
   c.total_throughput_gain_pct = 100 * (ratio(arm_m.total_tokens_per_s, base_m.total_tokens_per_s) - 1);
   c.latency_change_pct = 100 * (ratio(arm_m.latency_mean_s, base_m.latency_mean_s) - 1);
   c.accept_length_ratio = ratio(arm_m.mean_accept_length, base_m.mean_accept_length);
+  c.decode_speedup = ratio(base_m.decode_s_per_token(), arm_m.decode_s_per_token());
   c.accuracy_delta_pp = 100 * full.accuracy_delta();
   c.mcnemar_p = c.n_scored_pairs > 0 ? mcnemar_exact_p(c.arm_only_correct, c.baseline_only_correct) : nan_value();
   if (!clusters.empty() && c.bootstrap_resamples > 0) bootstrap_intervals(clusters, full, c);

@@ -110,6 +110,7 @@ struct ArmMetrics {
   int64_t output_tokens = 0;
   int64_t prompt_tokens = 0;
   int64_t steps = 0, drafted = 0, accepted = 0, pardoned = 0;
+  int64_t decoded_tokens = 0;
   double wall_s = nan_value();
   bool wall_from_latencies = false;
   // throughput and latency
@@ -153,6 +154,7 @@ struct ArmMetrics {
     v("drafted", m.drafted, "Σ drafted", 0);
     v("accepted", m.accepted, "Σ accepted", 0);
     v("pardoned", m.pardoned, "Σ pardoned", 0);
+    v("decoded_tokens", m.decoded_tokens, "Σ (output_tokens − 1): the tokens after each request's first (its prefill's)", 0);
     v("wall_s", m.wall_s, "the arm's generation wall time, s (Σ latencies when unknown)", 0);
     v("wall_from_latencies", m.wall_from_latencies, "wall_s is Σ latencies (no wall time was recorded)", 0);
     v("output_tokens_per_s", m.output_tokens_per_s, "Σ output tokens / wall_s", 0);
@@ -180,7 +182,12 @@ struct ArmMetrics {
     v("f1_mean", m.f1_mean, "mean f1 over scored requests", 0);
     v("categories", m.categories, "per dataset category, sorted by name; only requests with a category", 0);
     v("time_split_s", m.time_split_s, "Σ of the requests' time split", 0);
+    v.derived("decode_ms_per_token", 1000 * m.decode_s_per_token(),
+              "1000·Σ (draft + verify + other) / decoded_tokens: decoding after the first token, not read back");
   }
+  // Seconds per token of the decoding after each request's first token (the prefill's): Σ (draft_s +
+  // verify_s + other_s) / decoded_tokens; NaN without decoded tokens or without a recorded time split.
+  double decode_s_per_token() const;
 };
 
 // Metrics of one arm from its results (only results whose arm field equals `arm` are used).
@@ -204,6 +211,8 @@ struct Comparison {
   int64_t baseline_only_correct = 0;
   double accept_length_ratio = nan_value();
   Interval accept_length_ratio_ci95;
+  double decode_speedup = nan_value();
+  Interval decode_speedup_ci95;
   int bootstrap_resamples = 0;
   uint64_t bootstrap_seed = 0;
 
@@ -230,6 +239,9 @@ struct Comparison {
     v("baseline_only_correct", c.baseline_only_correct, "discordant pairs: arm wrong, baseline right", 0);
     v("accept_length_ratio", c.accept_length_ratio, "τ_arm / τ_base", 0);
     v("accept_length_ratio_ci95", c.accept_length_ratio_ci95, "bootstrap interval of the τ ratio", 0);
+    v("decode_speedup", c.decode_speedup,
+      "decode_ms_per_token base / arm: the decoding's speed-up, the prefill (not shortened by drafting) left out", 0);
+    v("decode_speedup_ci95", c.decode_speedup_ci95, "bootstrap interval of the decoding speed-up", 0);
     v("bootstrap_resamples", c.bootstrap_resamples, "bootstrap resamples", 0);
     v("bootstrap_seed", c.bootstrap_seed, "bootstrap PRNG seed", 0);
   }

@@ -202,6 +202,32 @@ TEST(Metrics, HandComputedToySet) {
   EXPECT_TRUE(std::isnan(none.total_tokens_per_s));
 }
 
+// The decoding: every token after a request's first (its prefill gives that one), timed by draft +
+// verify + other; the prefill and failed requests are left out.
+TEST(Metrics, DecodingLeavesOutThePrefillAndTheFirstToken) {
+  std::vector<RequestResult> rs = {make_result("a", "r1", 2, {3, 1, 2}, 1.0), make_result("a", "r2", 2, {3, 3}, 3.0)};
+  // r1: 7 output tokens, r2: 7; decoding 0.5 + 0.3 + 0.05 and 1.0 + 0.6 + 0.25 s.
+  rs[0].prefill_s = 0.15, rs[0].draft_s = 0.5, rs[0].verify_s = 0.3, rs[0].other_s = 0.05;
+  rs[1].prefill_s = 1.15, rs[1].draft_s = 1.0, rs[1].verify_s = 0.6, rs[1].other_s = 0.25;
+  RequestResult failed = make_result("a", "r3", 2, {3}, 9.0);
+  failed.error = "NaN logits";
+  failed.verify_s = 8.0;
+  rs.push_back(failed);
+  const ArmMetrics m = compute_arm_metrics(rs, "a", 5.0);
+  ASSERT_EQ(m.output_tokens, 14);
+  EXPECT_EQ(m.decoded_tokens, 12);
+  EXPECT_DOUBLE_EQ(m.decode_s_per_token(), (0.85 + 1.85) / 12);
+  EXPECT_DOUBLE_EQ(json(m)["decode_ms_per_token"].get<double>(), 1000 * (0.85 + 1.85) / 12);
+
+  // A request of one token decodes nothing; no time split recorded: undefined (null), not 0 ms.
+  RequestResult one = make_result("a", "r4", 2, {}, 1.0);
+  one.output_tokens = 1;
+  EXPECT_EQ(compute_arm_metrics({one}, "a", 1.0).decoded_tokens, 0);
+  const ArmMetrics unsplit = compute_arm_metrics({make_result("a", "r1", 2, {3, 1, 2}, 1.0)}, "a", 1.0);
+  EXPECT_TRUE(std::isnan(unsplit.decode_s_per_token()));
+  EXPECT_TRUE(json(unsplit)["decode_ms_per_token"].is_null());
+}
+
 TEST(Metrics, UncertaintyBucketsAndCategories) {
   RequestResult a = make_result("a", "1", 2, {3, 1}, 1.0);  // drafted 4, accepted 2
   a.drafted_by_uncertainty = {3, 0, 0, 0, 0, 0, 0, 0, 0, 1};
@@ -326,6 +352,41 @@ TEST(Comparison, PairedBootstrapContainsTruthAndIsDeterministic) {
   auto reversed = rs;
   std::reverse(reversed.begin(), reversed.end());
   EXPECT_EQ(json(compare_arms(reversed, "ears", ears, "base", base, 123, 2000)), json(c));
+}
+
+// The decoding's speed-up leaves the prefill out: both arms prefill alike (1 s), the arm decodes the
+// same 9 tokens 2× as fast, ±5 % deterministic noise. The whole request's gain is diluted; the
+// decoding speed-up is Σ decode_base / Σ decode_arm (same token counts), with an interval 3.92
+// delta-method sd wide (±10 %, as for the throughput above).
+TEST(Comparison, DecodeSpeedupLeavesThePrefillOut) {
+  std::vector<RequestResult> rs;
+  std::vector<double> base_decode, arm_decode;
+  Rng noise(11);
+  for (int i = 0; i < 200; ++i) {
+    const std::string id = fmt::format("q{}", i);
+    const double decode = 0.5 + (i % 5) * 0.2, fast = decode / 2 * (1 + 0.1 * (noise.uniform() - 0.5));
+    RequestResult b = make_result("base", id, 0, std::vector<int>(9, 1), 1.0 + decode);
+    RequestResult a = make_result("ears", id, 2, {3, 3, 3}, 1.0 + fast);
+    b.prefill_s = a.prefill_s = 1.0;
+    b.verify_s = decode;
+    a.verify_s = 0.6 * fast, a.draft_s = 0.4 * fast;
+    base_decode.push_back(decode);
+    arm_decode.push_back(fast);
+    rs.push_back(b);
+    rs.push_back(a);
+  }
+  const ArmMetrics base = compute_arm_metrics(rs, "base", nan_value());
+  const ArmMetrics ears = compute_arm_metrics(rs, "ears", nan_value());
+  const Comparison c = compare_arms(rs, "ears", ears, "base", base, 123, 2000);
+  const double expected = std::accumulate(base_decode.begin(), base_decode.end(), 0.0) /
+                          std::accumulate(arm_decode.begin(), arm_decode.end(), 0.0);
+  EXPECT_NEAR(c.decode_speedup, expected, 1e-12);
+  EXPECT_NEAR(c.decode_speedup, 2.0, 0.05);
+  EXPECT_LT(c.throughput_gain_pct, 50.0);  // the prefill dilutes the whole request's gain
+  EXPECT_LT(c.decode_speedup_ci95.lo, c.decode_speedup);
+  EXPECT_GT(c.decode_speedup_ci95.hi, c.decode_speedup);
+  const double width = 2 * 1.959964 * ratio_bootstrap_sd(arm_decode, base_decode);
+  EXPECT_NEAR(c.decode_speedup_ci95.hi - c.decode_speedup_ci95.lo, width, 0.10 * width);
 }
 
 TEST(Comparison, WallTimePointEstimateCarriesTheInterval) {

@@ -210,6 +210,39 @@ TEST(Report, MarkdownHasPaperTableAndGainRows) {
   EXPECT_NE(md.find("| baseline | 8.2 |"), std::string::npos) << md;
 }
 
+// Where the time goes: each arm's split with its share, per step and per decoded token, and the
+// decoding speed-up row; no section when no time split was recorded.
+TEST(Report, MarkdownSaysWhereTheTimeGoes) {
+  EXPECT_EQ(render_markdown(build_report(sweep_results(), sweep_inputs())).find("## Where the time goes"),
+            std::string::npos);
+  std::vector<RequestResult> rs;
+  for (int i = 0; i < 4; ++i) {
+    RequestResult b = make_result("baseline", fmt::format("q{}", i), 0, std::vector<int>(8, 1), 1.0);
+    b.prefill_s = 0.2, b.verify_s = 0.8;  // 8 steps, 8 decoded tokens
+    RequestResult a = make_result("ears-0.3", fmt::format("q{}", i), 3, {4, 4}, 0.5);
+    a.prefill_s = 0.2, a.draft_s = 0.1, a.verify_s = 0.2;  // 2 steps, 8 decoded tokens
+    rs.push_back(b);
+    rs.push_back(a);
+  }
+  auto inputs = sweep_inputs();
+  inputs.arms.resize(2);  // baseline and ears-0.3
+  const std::string md = render_markdown(build_report(rs, inputs));
+  EXPECT_NE(md.find("| Method | Prefill (s) | Draft (s) | Verify (s) | Other (s) | Steps | Verify (ms/step) | "
+                    "Draft (ms/step) | Decoding (ms/token) |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| baseline | 0.800 (20.0%) | 0.000 (0.0%) | 3.200 (80.0%) | 0.000 (0.0%) | 32 | 100 | 0 | 100 |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| ears-0.3 | 0.800 (40.0%) | 0.400 (20.0%) | 0.800 (40.0%) | 0.000 (0.0%) | 8 | 100 | 50.0 | "
+                    "37.5 |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| Decoding speed-up: ears-0.3 vs baseline | | | | | | | | ×2.67 [2.67, 2.67] |"),
+            std::string::npos)
+      << md;
+}
+
 TEST(Svg, ChartsAreWellFormed) {
   EXPECT_EQ(xml_problem("<svg><g></svg>"), "mismatched </svg>");
   EXPECT_NE(xml_problem("<svg>a & b</svg>"), "");
