@@ -8,7 +8,6 @@
 #include <ATen/ops/stack.h>
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -16,41 +15,30 @@
 #include <sstream>
 
 #include "decoders/aten_operators.h"
+#include "decoders/eagle3_config.h"
 #include "decoders/layers.h"
 #include "decoders/safetensors.h"
 #include "decoders/sampling.h"
 #include "harness/base/files.h"
-#include "harness/base/json.h"
 #include "harness/base/error.h"
 
 namespace ears {
 
 namespace {
 
-// The target hidden_states ids fc reads: options.aux_layers, else eagle_config's
-// eagle_aux_hidden_state_layer_ids, else the target's EAGLE-3 default; configured ids +1 under
-// the sglang convention. Checked against the target's 0..num_hidden_layers.
-std::vector<int> aux_layer_ids(const nlohmann::json& j, const Eagle3Options& options, const CausalLM& target,
+// The target hidden_states ids fc reads: options.aux_layers, else the config's
+// (decoders/eagle3_config.h), else the target's EAGLE-3 default; configured ids +1 under the sglang
+// convention, which only the eagle layout's eagle_config ids follow. Checked against the target's
+// 0..num_hidden_layers.
+std::vector<int> aux_layer_ids(const Eagle3Config& e, const Eagle3Options& options, const CausalLM& target,
                                const std::string& origin) {
-  std::vector<int> ids;
-  bool configured = false;
-  if (options.aux_layers) {
-    ids = *options.aux_layers;
-    configured = true;
-  } else if (j.contains("eagle_config") && j["eagle_config"].is_object() &&
-             j["eagle_config"].contains("eagle_aux_hidden_state_layer_ids")) {
-    const auto& a = j["eagle_config"]["eagle_aux_hidden_state_layer_ids"];
-    if (!a.is_array() || a.empty())
-      fail("{}: eagle_config.eagle_aux_hidden_state_layer_ids must be a non-empty list of integers", origin);
-    for (const auto& x : a) {
-      if (!x.is_number_integer()) fail("{}: eagle_config.eagle_aux_hidden_state_layer_ids must hold integers", origin);
-      ids.push_back(x.get<int>());
-    }
-    configured = true;
-  } else {
-    ids = target.default_eagle_aux_layers();
-  }
-  if (configured && options.convention == AuxLayerConvention::Sglang)
+  const bool sglang = options.convention == AuxLayerConvention::Sglang;
+  std::vector<int> ids = options.aux_layers ? *options.aux_layers : e.aux_ids.value_or(target.default_eagle_aux_layers());
+  if (sglang && !options.aux_layers && e.layout == Eagle3Config::Layout::speculators)
+    fail("{}: the sglang aux-layer convention applies to eagle_config ids; this speculators-format head's "
+         "eagle_aux_hidden_state_layer_ids are vLLM's (HF hidden_states ids): drop aux_layer_convention",
+         origin);
+  if (sglang && (options.aux_layers || e.aux_ids))
     for (int& id : ids) id += 1;
   const int64_t n = target.config().num_hidden_layers;
   for (int id : ids)
@@ -63,30 +51,28 @@ std::vector<int> aux_layer_ids(const nlohmann::json& j, const Eagle3Options& opt
 
 Eagle3Head Eagle3Head::load(const std::filesystem::path& dir, const CausalLM& target, const Eagle3Options& options) {
   Eagle3Head head;
-  const auto config_path = dir / "config.json";
-  head.cfg_ = ModelConfig::load(dir, /*check_architecture=*/false);
-  const nlohmann::json j =
-      nlohmann::json::parse(read_file(config_path, "config.json"), nullptr, /*allow_exceptions=*/false);
+  const std::string origin = (dir / "config.json").string();
+  const Eagle3Config e = Eagle3Config::load(dir);
+  head.cfg_ = e.layer;
+  head.layout_ = e.layout;
+  head.norm_before_residual_ = e.norm_before_residual;
   const ModelConfig& c = head.cfg_;
   const ModelConfig& tc = target.config();
-  const std::string origin = config_path.string();
-  const JsonKeys keys{j, origin};
   // EAGLE-3 configs carry the target's vocabulary as vocab_size (the head embeds target ids) and
   // their own as draft_vocab_size.
   if (c.vocab_size != tc.vocab_size)
     fail("{}: vocab_size {} does not match the target's vocab_size {} ({}); this draft was trained for another "
          "target",
          origin, c.vocab_size, tc.vocab_size, target.dir().string());
-  head.draft_vocab_ = keys.opt_int("draft_vocab_size", c.vocab_size);
-  const int64_t target_hidden = keys.opt_int("target_hidden_size", c.hidden_size);
-  if (target_hidden != tc.hidden_size)
+  head.draft_vocab_ = e.draft_vocab;
+  if (e.target_hidden != tc.hidden_size)
     fail("{}: target_hidden_size {} does not match the target's hidden_size {} ({}); this draft was trained for "
          "another target",
-         origin, target_hidden, tc.hidden_size, target.dir().string());
+         origin, e.target_hidden, tc.hidden_size, target.dir().string());
   head.target_vocab_ = tc.vocab_size;
   head.device_ = target.device();
   head.dtype_ = target.dtype();
-  head.aux_layers_ = aux_layer_ids(j, options, target, origin);
+  head.aux_layers_ = aux_layer_ids(e, options, target, origin);
 
   const Checkpoint ckpt = Checkpoint::open(dir);
   head.load_weights(ckpt, dir, target);
@@ -175,7 +161,8 @@ Eagle3Head::Output Eagle3Head::forward(const at::Tensor& token_ids, const at::Te
   const double eps = c.rms_norm_eps;
   const at::Tensor g = from_target ? layers::linear(hidden.to(dtype_), fc_) : hidden;
   const at::Tensor emb = at::embedding(embed_, token_ids);
-  const at::Tensor x = at::cat({layers::rms_norm(emb, input_norm_, eps), layers::rms_norm(g, hidden_norm_, eps)}, -1);
+  const at::Tensor gn = layers::rms_norm(g, hidden_norm_, eps);
+  const at::Tensor x = at::cat({layers::rms_norm(emb, input_norm_, eps), gn}, -1);
 
   const KVCache::Append plan = cache.prepare_append(T);
   const layers::RopeTables rope = rope_.lookup(plan.positions, plan.span, plan.uniform_start);
@@ -188,7 +175,7 @@ Eagle3Head::Output Eagle3Head::forward(const at::Tensor& token_ids, const at::Te
   // here (unlike forward_rows) the kept rows alone would not be the same bits.
   const at::Tensor attn = layers::attention(q, cache.keys(0, plan), cache.values(0, plan), plan.blocked,
                                             std::pow(static_cast<double>(hd), -0.5), plan.positions);
-  at::Tensor h = g + layers::linear(attn, o_);
+  at::Tensor h = (norm_before_residual_ ? gn : g) + layers::linear(attn, o_);
   h = h + layers::silu_mlp(layers::rms_norm(h, post_norm_, eps), gate_up_, down_);
   cache.commit(plan);
 

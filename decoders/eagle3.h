@@ -2,7 +2,9 @@
 // and served by sglang/vLLM): one Llama decoder layer whose q/k/v read the concatenation
 // [input_layernorm(token embedding), hidden_norm(hidden)] (2d wide, embedding first), an `fc`
 // that folds the target's aux hidden states (3 layers concatenated) to d, its own norm and a
-// reduced-vocabulary lm_head with the d2t map (draft id i -> target id i + d2t[i]).
+// reduced-vocabulary lm_head with the d2t map (draft id i -> target id i + d2t[i]). The config is
+// read in the EAGLE layout or vLLM speculators' (decoders/eagle3_config.h); with its
+// norm_before_residual the layer's first residual is hidden_norm(hidden) instead of hidden.
 //
 // Aux-layer convention: ids are HF `hidden_states` indices, i.e. the residual stream ENTERING
 // decoder layer i (EAGLE's default, vLLM, and ../shared/fixtures). sglang instead adds 1 to ids
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "decoders/draft.h"
+#include "decoders/eagle3_config.h"
 #include "decoders/model.h"
 
 namespace ears {
@@ -68,6 +71,8 @@ class Eagle3Head {
   int64_t draft_vocab() const { return draft_vocab_; }
   int64_t target_vocab() const { return target_vocab_; }
   bool own_embeddings() const { return own_embed_; }
+  Eagle3Config::Layout layout() const { return layout_; }  // the config.json layout it was read from
+  bool norm_before_residual() const { return norm_before_residual_; }
   // The head computes in the target's dtype on the target's device (weights held in that dtype).
   c10::Device device() const { return device_; }
   c10::ScalarType dtype() const { return dtype_; }
@@ -102,12 +107,16 @@ class Eagle3Head {
   template <class E>
   void rows_attention(const E* x, int64_t B, int64_t T, const int64_t* pick, int64_t R, KVCache& cache,
                       E* attn) const;
-  // The rest of the layer and the logits, picked rows only: h = g + o(attn); h += mlp(norm(h)).
+  // The rest of the layer and the logits, picked rows only: h = r + o(attn); h += mlp(norm(h)), the
+  // residual r of row t at res + t * res_stride (g, or hidden_norm(g) with norm_before_residual).
   template <class E>
-  Output rows_output(const E* g, const E* attn, int64_t B, int64_t T, const int64_t* pick, int64_t R) const;
+  Output rows_output(const E* res, int64_t res_stride, const E* attn, int64_t B, int64_t T, const int64_t* pick,
+                     int64_t R) const;
   // The target's hidden size: fc reads one such row per aux layer.
   int64_t target_hidden() const { return fc_.in_features / static_cast<int64_t>(aux_layers_.size()); }
   ModelConfig cfg_;
+  Eagle3Config::Layout layout_ = Eagle3Config::Layout::eagle;
+  bool norm_before_residual_ = false;  // the first residual is hidden_norm(g) (decoders/eagle3_config.h)
   c10::Device device_ = c10::Device(c10::kCPU);
   c10::ScalarType dtype_ = c10::kFloat;
   std::vector<int> aux_layers_;

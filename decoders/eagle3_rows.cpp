@@ -170,8 +170,8 @@ void Eagle3Head::rows_attention(const E* x, int64_t B, int64_t T, const int64_t*
 }
 
 template <class E>
-Eagle3Head::Output Eagle3Head::rows_output(const E* g, const E* attn, int64_t B, int64_t T, const int64_t* pick,
-                                           int64_t R) const {
+Eagle3Head::Output Eagle3Head::rows_output(const E* res, int64_t res_stride, const E* attn, int64_t B, int64_t T,
+                                           const int64_t* pick, int64_t R) const {
   const int64_t d = cfg_.hidden_size, I = cfg_.intermediate_size, BR = B * R;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   Output out;
@@ -181,7 +181,7 @@ Eagle3Head::Output Eagle3Head::rows_output(const E* g, const E* attn, int64_t B,
   for (int64_t b = 0; b < B; ++b)
     for (int64_t r = 0; r < R; ++r) {
       const int64_t t = pick ? pick[b * R + r] : r;
-      std::memcpy(h + (b * R + r) * d, g + (b * T + t) * d, d * sizeof(E));
+      std::memcpy(h + (b * R + r) * d, res + (b * T + t) * res_stride, d * sizeof(E));
     }
   std::vector<E> tmp(static_cast<size_t>(BR * d)), gu(static_cast<size_t>(BR * 2 * I));
   std::vector<E> act(static_cast<size_t>(BR * I));
@@ -210,8 +210,10 @@ Eagle3Head::Output Eagle3Head::rows_step(const int64_t* id, int64_t B, int64_t T
   rows_attention(x.data(), B, T, pick, R, cache, attn.data());
   // The returned rows only from here (a causal layer: the cache needs every row's k and v, the
   // rest of the layer only the rows read out; llama.cpp's last layer keeps its output rows so):
-  // h = g + o(attn); h += down(swiglu(gate_up(norm(h)))), in place in the prenorm output.
-  return rows_output(g.data(), attn.data(), B, T, pick, R);
+  // h = g + o(attn); h += down(swiglu(gate_up(norm(h)))), in place in the prenorm output; with
+  // norm_before_residual the residual is norm(g), x's second half.
+  if (norm_before_residual_) return rows_output(x.data() + d, 2 * d, attn.data(), B, T, pick, R);
+  return rows_output(g.data(), d, attn.data(), B, T, pick, R);
 }
 
 template Eagle3Head::Output Eagle3Head::forward_rows<uint16_t>(const at::Tensor&, const at::Tensor&, bool, KVCache&,

@@ -72,6 +72,8 @@ inline constexpr EnvironmentKey kDraftEnvironmentKeys[] = {
     {"weight_dtype", "", "the dtype its weights are held in"},
     {"kernel_path", "", "its CPU kernel path"},
     {"parameters", "", "the weights it holds"},
+    {"config_layout", "", "`eagle3`: its config.json layout, `eagle` or `speculators` (decoders/eagle3_config.h); absent for `model`"},
+    {"norm_before_residual", "", "`eagle3`: whether its layer's first residual is the normed hidden input; absent for `model`"},
 };
 
 // environment.resumed[]: one entry per `--resume` session, its own facts, then each of kPathFacts

@@ -398,7 +398,9 @@ std::string draft_in_words(const json& env) {
   const json d = env.value(env_key("draft"), json());
   if (text_at(d, {draft_env_key("kind")}).empty()) return "";
   const std::string count = count_text(d.value(draft_env_key("parameters"), json()));
-  return fmt::format("draft {} in {} on kernel path {}{}", text_at(d, {draft_env_key("kind")}),
+  const std::string layout = text_at(d, {draft_env_key("config_layout")});
+  return fmt::format("draft {}{} in {} on kernel path {}{}", text_at(d, {draft_env_key("kind")}),
+                     layout == "speculators" ? " (speculators layout)" : "",
                      text_at(d, {draft_env_key("compute_dtype")}), text_at(d, {draft_env_key("kernel_path")}),
                      count.empty() ? "" : " (" + count + ")");
 }

@@ -21,6 +21,7 @@
 
 #include "decoders/draft.h"
 #include "decoders/eagle3.h"
+#include "decoders/eagle3_config.h"
 #include "decoders/engine.h"
 #include "decoders/model.h"
 #include "decoders/runtime.h"
@@ -253,6 +254,133 @@ TEST(Eagle3Fixture, DrafterProposesFixtureChainSoloAndRagged) {
       }
     }
   }
+}
+
+// config.json in either layout (decoders/eagle3_config.h): the keys read, the defaults (vLLM's:
+// norm_before_residual false in the EAGLE layout, true in speculators' when absent), and every key
+// the head does not implement refused in one line naming the file and the key (never ignored).
+TEST(Eagle3Config, BothLayoutsAndUnsupportedKeys) {
+  const fs::path dir = test::source_dir() / "tests" / "data" / "speculators-eagle3";
+  const json spec = json::parse(test::read_file(dir / "config.json"));
+  Eagle3Config c = Eagle3Config::parse(spec.dump(), "s.json");
+  EXPECT_EQ(c.layout, Eagle3Config::Layout::speculators);
+  EXPECT_EQ(c.aux_ids, (std::vector<int>{1, 3, 6}));
+  EXPECT_TRUE(c.norm_before_residual);
+  EXPECT_EQ(c.draft_vocab, 48);
+  EXPECT_EQ(c.target_hidden, 64);
+  EXPECT_EQ(c.layer.hidden_size, 64);
+  EXPECT_EQ(c.layer.head_dim, 16);
+  EXPECT_EQ(c.layer.rms_norm_eps, 1e-5);
+  EXPECT_EQ(c.layer.rope.theta, 500000.0);
+  json edited = spec;
+  edited.erase("norm_before_residual");
+  EXPECT_TRUE(Eagle3Config::parse(edited.dump(), "s.json").norm_before_residual);
+
+  // The EAGLE layout: the same layer at the top level, ids in eagle_config.
+  json eagle = spec["transformer_layer_config"];
+  eagle["architectures"] = {"LlamaForCausalLMEagle3"};
+  eagle["draft_vocab_size"] = 48;
+  eagle["eagle_config"] = {{"eagle_aux_hidden_state_layer_ids", {2, 3, 3}}, {"use_aux_hidden_state", true}};
+  c = Eagle3Config::parse(eagle.dump(), "e.json");
+  EXPECT_EQ(c.layout, Eagle3Config::Layout::eagle);
+  EXPECT_EQ(c.aux_ids, (std::vector<int>{2, 3, 3}));
+  EXPECT_FALSE(c.norm_before_residual);
+  ModelConfig same_layer = Eagle3Config::parse(spec.dump(), "s.json").layer;
+  same_layer.architecture = c.layer.architecture;  // the only key the layouts name differently
+  EXPECT_EQ(c.layer, same_layer);
+  edited = eagle;
+  edited["norm_before_residual"] = true;
+  EXPECT_TRUE(Eagle3Config::parse(edited.dump(), "e.json").norm_before_residual);
+
+  auto error = [](const json& j, const std::string& origin) {
+    try {
+      Eagle3Config::parse(j.dump(), origin);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  const std::vector<std::pair<std::function<void(json&)>, std::string>> spec_cases = {
+      {[](json& j) { j["norm_before_fc"] = true; }, "s.json: norm_before_fc is true"},
+      {[](json& j) { j["fc_norm"] = true; }, "s.json: fc_norm is true"},
+      {[](json& j) { j["norm_output"] = true; }, "s.json: norm_output is true"},
+      {[](json& j) { j["speculators_model_type"] = "eagle"; }, "s.json: speculators_model_type is 'eagle'"},
+      {[](json& j) { j.erase("transformer_layer_config"); }, "s.json: transformer_layer_config must be an object"},
+      {[](json& j) { j["transformer_layer_config"]["model_type"] = "qwen3"; },
+       "s.json (transformer_layer_config): model_type is 'qwen3'"},
+      {[](json& j) { j["transformer_layer_config"]["num_hidden_layers"] = 2; },
+       "s.json (transformer_layer_config): num_hidden_layers is 2"},
+      {[](json& j) { j["transformer_layer_config"]["attention_bias"] = true; },
+       "s.json (transformer_layer_config): attention_bias / mlp_bias is true"},
+      {[](json& j) { j["eagle_aux_hidden_state_layer_ids"] = json::array(); },
+       "s.json: eagle_aux_hidden_state_layer_ids must be a non-empty list"},
+  };
+  for (const auto& [edit, message] : spec_cases) {
+    json j = spec;
+    edit(j);
+    const std::string msg = error(j, "s.json");
+    EXPECT_EQ(msg.rfind(message, 0), 0u) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+  const std::vector<std::pair<std::function<void(json&)>, std::string>> eagle_cases = {
+      {[](json& j) { j["eagle_config"]["use_aux_hidden_state"] = false; },
+       "e.json (eagle_config): use_aux_hidden_state is false"},
+      {[](json& j) { j["num_hidden_layers"] = 3; }, "e.json: num_hidden_layers is 3"},
+      {[](json& j) { j["norm_before_fc"] = true; }, "e.json: norm_before_fc is true"},
+      {[](json& j) { j["mlp_bias"] = true; }, "e.json: attention_bias / mlp_bias is true"},
+  };
+  for (const auto& [edit, message] : eagle_cases) {
+    json j = eagle;
+    edit(j);
+    const std::string msg = error(j, "e.json");
+    EXPECT_EQ(msg.rfind(message, 0), 0u) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+}
+
+// A head in vLLM speculators' layout (tests/data/speculators-eagle3, made by its make.py with
+// speculators 0.9.0: norm_before_residual true, aux ids [1, 3, 6], its own embed_tokens) against
+// speculators' own modules: the first step's logits at the prompt's last position and the greedy
+// chain, through the head's tensor step and through the drafter's host steps, on every kernel path.
+TEST_P(Eagle3Rows, SpeculatorsHeadMatchesSpeculators) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  EARS_SKIP_UNSUPPORTED_PATH(GetParam());
+  const test::KernelPathGuard guard(GetParam());
+  const fs::path dir = test::source_dir() / "tests" / "data" / "speculators-eagle3";
+  const json e = json::parse(test::read_file(dir / "expected.json"));
+  const CausalLM t = CausalLM::load(fixture("qwen3-tiny"), c10::kCPU, at::kFloat);
+  const Eagle3Head h = Eagle3Head::load(dir, t);
+  EXPECT_EQ(h.aux_layers(), (std::vector<int>{1, 3, 6}));
+  EXPECT_TRUE(h.own_embeddings());
+  const auto prompt = ids64(e["prompt_ids"]);
+  const int64_t L = static_cast<int64_t>(prompt.size());
+  ForwardOptions fo;
+  fo.aux_layers = h.aux_layers();
+  KVCache tcache = t.new_cache(1, L + 8);
+  ForwardOutput tout = t.forward(row_tensor(prompt), tcache, fo);
+  const int64_t x_L = tout.logits[0][L - 1].argmax().item<int64_t>();
+  ASSERT_EQ(x_L, e["target_next_id"].get<int64_t>());
+  std::vector<int64_t> tokens(prompt.begin() + 1, prompt.end());
+  tokens.push_back(x_L);
+  KVCache cache = h.new_cache(1, L + 8);
+  Eagle3Head::Output o = h.forward(row_tensor(tokens), at::cat(tout.aux_hidden, -1), /*from_target=*/true, cache);
+  EXPECT_LE(max_abs(o.logits[0][L - 1], to_tensor(e["logits_last"])), 1e-4);
+  std::vector<int64_t> chain;
+  at::Tensor logits = o.logits[0][L - 1], hidden = o.prenorm.narrow(1, L - 1, 1);
+  for (size_t j = 0; j < e["chain_target_ids"].size(); ++j) {
+    chain.push_back(h.draft_to_target()[logits.argmax().item<int64_t>()].item<int64_t>());
+    Eagle3Head::Output s = h.forward(row_tensor({chain.back()}), hidden, /*from_target=*/false, cache);
+    logits = s.logits[0][0];
+    hidden = s.prenorm;
+  }
+  EXPECT_EQ(chain, ids64(e["chain_target_ids"]));
+  auto d = make_eagle3_drafter(h);
+  d->begin(row_tensor(prompt), {L}, at::tensor(std::vector<int64_t>{x_L}, at::kLong), tout.aux_hidden, L + 8);
+  SamplingParams sp;
+  sp.temperature = 0;
+  const int gamma = static_cast<int>(e["chain_target_ids"].size());
+  Proposal prop = d->propose(gamma, sp, /*greedy=*/true, at::full({1, gamma}, 0.5f));
+  EXPECT_EQ(to_vec(prop.tokens[0]), ids64(e["chain_target_ids"]));
 }
 
 // The model drafter with a model other than the target (qwen3-tiny-bf16 upcast to fp32): after

@@ -246,13 +246,18 @@ json draft_environment_json(const LoadedModels& m, const ModelSetup& setup) {
   const CausalLM* lm = m.draft_model ? m.draft_model.get() : m.target.get();  // kind model (or a self-draft)
   const c10::Device device = m.head ? m.head->device() : lm->device();
   const c10::ScalarType dtype = m.head ? m.head->dtype() : lm->dtype();
-  return {{"kind", setup.draft_kind},
-          {"path", setup.draft_path},
-          {"device", device.str()},
-          {"compute_dtype", dtype_name(dtype)},
-          {"weight_dtype", dtype_name(dtype)},
-          {"kernel_path", layers::kernel_path_name(device, dtype)},
-          {"parameters", m.head ? m.head->parameter_count() : lm->config().parameter_count()}};
+  json d = {{"kind", setup.draft_kind},
+            {"path", setup.draft_path},
+            {"device", device.str()},
+            {"compute_dtype", dtype_name(dtype)},
+            {"weight_dtype", dtype_name(dtype)},
+            {"kernel_path", layers::kernel_path_name(device, dtype)},
+            {"parameters", m.head ? m.head->parameter_count() : lm->config().parameter_count()}};
+  if (m.head) {
+    d["config_layout"] = layout_name(m.head->layout());
+    d["norm_before_residual"] = m.head->norm_before_residual();
+  }
+  return d;
 }
 
 std::string resolved_dtype_name(const std::string& path, const std::string& dtype_requested, const std::string& device) {
