@@ -56,6 +56,7 @@ Eagle3Head Eagle3Head::load(const std::filesystem::path& dir, const CausalLM& ta
   head.cfg_ = e.layer;
   head.layout_ = e.layout;
   head.norm_before_residual_ = e.norm_before_residual;
+  head.norm_before_fc_ = e.norm_before_fc;
   const ModelConfig& c = head.cfg_;
   const ModelConfig& tc = target.config();
   // EAGLE-3 configs carry the target's vocabulary as vocab_size (the head embeds target ids) and
@@ -86,7 +87,8 @@ int64_t Eagle3Head::parameter_count() const {
   int64_t n = own_embed_ ? embed_.numel() : 0;
   for (const layers::LinearWeight* w : {&fc_, &qkv_, &o_, &gate_up_, &down_, &lm_head_})
     n += w->out_features * w->in_features + (w->bias.defined() ? w->bias.numel() : 0);
-  for (const at::Tensor* t : {&input_norm_, &hidden_norm_, &post_norm_, &norm_}) n += t->numel();
+  for (const at::Tensor* t : {&input_norm_, &hidden_norm_, &post_norm_, &norm_, &fc_norm_})
+    n += t->defined() ? t->numel() : 0;
   return n;
 }
 
@@ -104,6 +106,7 @@ void Eagle3Head::load_weights(const Checkpoint& ckpt, const std::filesystem::pat
          "ids the head was trained with",
          dir.string(), ckpt.shape("fc.weight")[1], aux_layers_.size(), tc.hidden_size, fc_in);
   fc_ = layers::prepare_linear(w("fc.weight", {d, fc_in}), ckpt.contains("fc.bias") ? w("fc.bias", {d}) : at::Tensor());
+  if (norm_before_fc_) fc_norm_ = w("input_norm.weight", {fc_in});
   input_norm_ = w(p + "input_layernorm.weight", {d});
   hidden_norm_ = w(p + "hidden_norm.weight", {d});
   post_norm_ = w(p + "post_attention_layernorm.weight", {d});
@@ -159,7 +162,9 @@ Eagle3Head::Output Eagle3Head::forward(const at::Tensor& token_ids, const at::Te
   const int64_t B = token_ids.size(0), T = token_ids.size(1);
   const int64_t H = c.num_attention_heads, K = c.num_key_value_heads, hd = c.head_dim;
   const double eps = c.rms_norm_eps;
-  const at::Tensor g = from_target ? layers::linear(hidden.to(dtype_), fc_) : hidden;
+  at::Tensor feats = hidden.to(dtype_);
+  if (from_target && norm_before_fc_) feats = layers::rms_norm(feats, fc_norm_, eps);
+  const at::Tensor g = from_target ? layers::linear(feats, fc_) : hidden;
   const at::Tensor emb = at::embedding(embed_, token_ids);
   const at::Tensor gn = layers::rms_norm(g, hidden_norm_, eps);
   const at::Tensor x = at::cat({layers::rms_norm(emb, input_norm_, eps), gn}, -1);

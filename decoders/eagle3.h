@@ -4,7 +4,8 @@
 // that folds the target's aux hidden states (3 layers concatenated) to d, its own norm and a
 // reduced-vocabulary lm_head with the d2t map (draft id i -> target id i + d2t[i]). The config is
 // read in the EAGLE layout or vLLM speculators' (decoders/eagle3_config.h); with its
-// norm_before_residual the layer's first residual is hidden_norm(hidden) instead of hidden.
+// norm_before_residual the layer's first residual is hidden_norm(hidden) instead of hidden, with
+// norm_before_fc one RMSNorm over the concatenated aux features comes before fc.
 //
 // Aux-layer convention: ids are HF `hidden_states` indices, i.e. the residual stream ENTERING
 // decoder layer i (EAGLE's default, vLLM, and ../shared/fixtures). sglang instead adds 1 to ids
@@ -73,6 +74,7 @@ class Eagle3Head {
   bool own_embeddings() const { return own_embed_; }
   Eagle3Config::Layout layout() const { return layout_; }  // the config.json layout it was read from
   bool norm_before_residual() const { return norm_before_residual_; }
+  bool norm_before_fc() const { return norm_before_fc_; }
   // The head computes in the target's dtype on the target's device (weights held in that dtype).
   c10::Device device() const { return device_; }
   c10::ScalarType dtype() const { return dtype_; }
@@ -117,6 +119,8 @@ class Eagle3Head {
   ModelConfig cfg_;
   Eagle3Config::Layout layout_ = Eagle3Config::Layout::eagle;
   bool norm_before_residual_ = false;  // the first residual is hidden_norm(g) (decoders/eagle3_config.h)
+  bool norm_before_fc_ = false;        // fc_norm_ (RMSNorm weight over fc's input) comes before fc
+  at::Tensor fc_norm_;
   c10::Device device_ = c10::Device(c10::kCPU);
   c10::ScalarType dtype_ = c10::kFloat;
   std::vector<int> aux_layers_;

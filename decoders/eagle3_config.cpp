@@ -28,10 +28,10 @@ std::optional<std::vector<int>> id_list(const JsonKeys& k, const char* key) {
 // Keys (of the head, in either layout) whose true value changes the math in a way the head does
 // not implement: refused, never ignored.
 void refuse_unsupported(const JsonKeys& head, const JsonKeys& layer, const ModelConfig& c) {
-  for (const char* key : {"norm_before_fc", "fc_norm", "norm_output"})
+  for (const char* key : {"fc_norm", "norm_output"})
     if (head.opt_bool(key, false))
-      fail("{}: {} is true; ears-bench's EAGLE-3 head does not implement it (only norm_before_residual of the "
-           "speculators variants): use a head trained without it",
+      fail("{}: {} is true; ears-bench's EAGLE-3 head does not implement it (of the speculators variants only "
+           "norm_before_residual and norm_before_fc): use a head trained without it",
            head.origin, key);
   if (c.num_hidden_layers != 1)
     fail("{}: num_hidden_layers is {}; ears-bench runs 1-layer EAGLE-3 heads (as EAGLE, SpecForge, sglang and "
@@ -60,6 +60,7 @@ Eagle3Config parse_eagle(const json& j, const std::string& origin) {
   e.draft_vocab = k.opt_int("draft_vocab_size", e.layer.vocab_size);
   e.target_hidden = k.opt_int("target_hidden_size", e.layer.hidden_size);
   e.norm_before_residual = k.opt_bool("norm_before_residual", false);
+  e.norm_before_fc = k.opt_bool("norm_before_fc", false);
   return e;
 }
 
@@ -89,6 +90,7 @@ Eagle3Config parse_speculators(const json& j, const std::string& origin) {
   e.target_hidden = k.opt_int("target_hidden_size", e.layer.hidden_size);
   // Absent: true, as vLLM reads this layout (vllm/transformers_utils/configs/speculators/algos.py).
   e.norm_before_residual = k.opt_bool("norm_before_residual", true);
+  e.norm_before_fc = k.opt_bool("norm_before_fc", false);
   return e;
 }
 

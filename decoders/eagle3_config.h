@@ -5,8 +5,8 @@
 //     *speculator.eagle3 heads): the layer's keys under transformer_layer_config, the head's own
 //     (draft_vocab_size, target_hidden_size, eagle_aux_hidden_state_layer_ids, norm_before_residual,
 //     ...) at the top level. Its aux ids are vLLM's: HF hidden_states indices, as ours.
-// What the head's layer computes (decoders/eagle3.h) is the same in both but for one switch vLLM
-// reads in either layout, norm_before_residual. Keys that would change the math in ways the head
+// What the head's layer computes (decoders/eagle3.h) is the same in both but for two switches
+// speculators added and vLLM reads, norm_before_residual and norm_before_fc. Keys that would change the math in ways the head
 // does not implement are refused with a one-line error naming the file and the key, never ignored.
 #pragma once
 #include <cstdint>
@@ -29,6 +29,9 @@ struct Eagle3Config {
   // The layer's first residual is hidden_norm(g) instead of g (speculators' norm_before_residual;
   // vLLM reads the key in either layout: absent, false in the eagle layout, true in speculators').
   bool norm_before_residual = false;
+  // One RMSNorm (weight input_norm.weight, [n_aux * target_hidden]) over the concatenated aux
+  // features before fc (speculators' norm_before_fc, e.g. RedHatAI's gpt-oss-20b head).
+  bool norm_before_fc = false;
 
   // `origin` names the file in errors.
   static Eagle3Config parse(const std::string& json_text, const std::string& origin);

@@ -113,7 +113,12 @@ template <class E>
 void Eagle3Head::rows_input(const int64_t* id, int64_t BT, const E* target_feats, const E* fed, E* g, E* x) const {
   const int64_t d = cfg_.hidden_size;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
-  if (target_feats) {
+  if (target_feats && norm_before_fc_) {  // fc(RMSNorm over the concatenated features)
+    const int64_t F = fc_.in_features;
+    std::vector<E> normed(static_cast<size_t>(BT * F));
+    layers::rms_norm_rows(target_feats, BT, F, F, ptr<E>(fc_norm_), eps, normed.data());
+    layers::linear_rows(normed.data(), BT, fc_, g);
+  } else if (target_feats) {
     layers::linear_rows(target_feats, BT, fc_, g);
   } else {
     std::memcpy(g, fed, static_cast<size_t>(BT * d) * sizeof(E));

@@ -74,6 +74,7 @@ inline constexpr EnvironmentKey kDraftEnvironmentKeys[] = {
     {"parameters", "", "the weights it holds"},
     {"config_layout", "", "`eagle3`: its config.json layout, `eagle` or `speculators` (decoders/eagle3_config.h); absent for `model`"},
     {"norm_before_residual", "", "`eagle3`: whether its layer's first residual is the normed hidden input; absent for `model`"},
+    {"norm_before_fc", "", "`eagle3`: whether an RMSNorm over the concatenated aux features precedes fc; absent for `model`"},
 };
 
 // environment.resumed[]: one entry per `--resume` session, its own facts, then each of kPathFacts

@@ -266,6 +266,7 @@ TEST(Eagle3Config, BothLayoutsAndUnsupportedKeys) {
   EXPECT_EQ(c.layout, Eagle3Config::Layout::speculators);
   EXPECT_EQ(c.aux_ids, (std::vector<int>{1, 3, 6}));
   EXPECT_TRUE(c.norm_before_residual);
+  EXPECT_TRUE(c.norm_before_fc);
   EXPECT_EQ(c.draft_vocab, 48);
   EXPECT_EQ(c.target_hidden, 64);
   EXPECT_EQ(c.layer.hidden_size, 64);
@@ -285,6 +286,7 @@ TEST(Eagle3Config, BothLayoutsAndUnsupportedKeys) {
   EXPECT_EQ(c.layout, Eagle3Config::Layout::eagle);
   EXPECT_EQ(c.aux_ids, (std::vector<int>{2, 3, 3}));
   EXPECT_FALSE(c.norm_before_residual);
+  EXPECT_FALSE(c.norm_before_fc);
   ModelConfig same_layer = Eagle3Config::parse(spec.dump(), "s.json").layer;
   same_layer.architecture = c.layer.architecture;  // the only key the layouts name differently
   EXPECT_EQ(c.layer, same_layer);
@@ -301,7 +303,6 @@ TEST(Eagle3Config, BothLayoutsAndUnsupportedKeys) {
     return std::string("(no error)");
   };
   const std::vector<std::pair<std::function<void(json&)>, std::string>> spec_cases = {
-      {[](json& j) { j["norm_before_fc"] = true; }, "s.json: norm_before_fc is true"},
       {[](json& j) { j["fc_norm"] = true; }, "s.json: fc_norm is true"},
       {[](json& j) { j["norm_output"] = true; }, "s.json: norm_output is true"},
       {[](json& j) { j["speculators_model_type"] = "eagle"; }, "s.json: speculators_model_type is 'eagle'"},
@@ -326,7 +327,7 @@ TEST(Eagle3Config, BothLayoutsAndUnsupportedKeys) {
       {[](json& j) { j["eagle_config"]["use_aux_hidden_state"] = false; },
        "e.json (eagle_config): use_aux_hidden_state is false"},
       {[](json& j) { j["num_hidden_layers"] = 3; }, "e.json: num_hidden_layers is 3"},
-      {[](json& j) { j["norm_before_fc"] = true; }, "e.json: norm_before_fc is true"},
+      {[](json& j) { j["fc_norm"] = true; }, "e.json: fc_norm is true"},
       {[](json& j) { j["mlp_bias"] = true; }, "e.json: attention_bias / mlp_bias is true"},
   };
   for (const auto& [edit, message] : eagle_cases) {
@@ -339,9 +340,10 @@ TEST(Eagle3Config, BothLayoutsAndUnsupportedKeys) {
 }
 
 // A head in vLLM speculators' layout (tests/data/speculators-eagle3, made by its make.py with
-// speculators 0.9.0: norm_before_residual true, aux ids [1, 3, 6], its own embed_tokens) against
-// speculators' own modules: the first step's logits at the prompt's last position and the greedy
-// chain, through the head's tensor step and through the drafter's host steps, on every kernel path.
+// speculators 0.9.0: norm_before_residual and norm_before_fc true, aux ids [1, 3, 6], its own
+// embed_tokens) against speculators' own modules: the first step's logits at the prompt's last
+// position, each chain step's logits and the greedy chain, through the head's tensor step and
+// through the drafter's host steps, on every kernel path.
 TEST_P(Eagle3Rows, SpeculatorsHeadMatchesSpeculators) {
   EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
   EARS_SKIP_UNSUPPORTED_PATH(GetParam());
@@ -369,9 +371,11 @@ TEST_P(Eagle3Rows, SpeculatorsHeadMatchesSpeculators) {
   at::Tensor logits = o.logits[0][L - 1], hidden = o.prenorm.narrow(1, L - 1, 1);
   for (size_t j = 0; j < e["chain_target_ids"].size(); ++j) {
     chain.push_back(h.draft_to_target()[logits.argmax().item<int64_t>()].item<int64_t>());
+    if (j == e["chain_logits"].size()) break;
     Eagle3Head::Output s = h.forward(row_tensor({chain.back()}), hidden, /*from_target=*/false, cache);
     logits = s.logits[0][0];
     hidden = s.prenorm;
+    EXPECT_LE(max_abs(logits, to_tensor(e["chain_logits"][j])), 1e-4) << "chain step " << j + 1;
   }
   EXPECT_EQ(chain, ids64(e["chain_target_ids"]));
   auto d = make_eagle3_drafter(h);

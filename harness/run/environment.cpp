@@ -256,6 +256,7 @@ json draft_environment_json(const LoadedModels& m, const ModelSetup& setup) {
   if (m.head) {
     d["config_layout"] = layout_name(m.head->layout());
     d["norm_before_residual"] = m.head->norm_before_residual();
+    d["norm_before_fc"] = m.head->norm_before_fc();
   }
   return d;
 }

@@ -2,7 +2,7 @@
 """Makes tests/data/speculators-eagle3: a random EAGLE-3 head saved by vLLM's `speculators` library
 (PyPI speculators 0.9.0, its Eagle3DraftModel.save_pretrained: config.json with
 speculators_model_type "eagle3", the layer under transformer_layer_config, norm_before_residual
-true, the target's embed_tokens.weight copied in; the config.py it writes for auto_map removed), for ../shared/fixtures/qwen3-tiny as the target,
+and norm_before_fc true, the target's embed_tokens.weight copied in; the config.py it writes for auto_map removed), for ../shared/fixtures/qwen3-tiny as the target,
 and expected.json: the draft's first-step logits at the prompt's last position and its greedy chain,
 computed by speculators' own modules (its fc, Eagle3 first decoder layer, norm and lm_head; eager
 attention, float32) with the target's hidden states from transformers.
@@ -33,7 +33,7 @@ layer = LlamaConfig(vocab_size=tc.vocab_size, hidden_size=tc.hidden_size, interm
                     rope_theta=500000.0, max_position_embeddings=512)
 layer._attn_implementation = "eager"
 config = Eagle3SpeculatorConfig(
-    transformer_layer_config=layer, draft_vocab_size=48, norm_before_residual=True,
+    transformer_layer_config=layer, draft_vocab_size=48, norm_before_residual=True, norm_before_fc=True,
     target_hidden_size=tc.hidden_size, eagle_aux_hidden_state_layer_ids=AUX,
     speculators_config=SpeculatorsConfig(
         algorithm="eagle3", default_proposal_method="greedy",
@@ -72,9 +72,9 @@ with torch.no_grad():
         k = torch.arange(start + n).unsqueeze(0)
         return torch.where(k <= q, 0.0, float("-inf")).view(1, 1, n, start + n)
 
-    h, logits = step(head.fc(feats), tokens, 0)
+    h, logits = step(head.fc(head.input_norm(feats)), tokens, 0)  # norm_before_fc
     logits_last = logits[0, -1]
-    chain, prenorm, L = [], h[:, -1:], len(PROMPT)
+    chain, chain_logits, prenorm, L = [], [], h[:, -1:], len(PROMPT)
     nxt = logits_last
     for j in range(CHAIN + 1):
         tid = int(head.d2t[int(nxt.argmax())]) + int(nxt.argmax())
@@ -83,8 +83,10 @@ with torch.no_grad():
             break
         prenorm, lg = step(prenorm, torch.tensor([[tid]]), L + j)
         nxt = lg[0, -1]
+        chain_logits.append([float(v) for v in nxt])
 json.dump({"prompt_ids": PROMPT, "target_next_id": x_last, "aux_layers": AUX,
            "logits_last": [float(v) for v in logits_last], "chain_target_ids": chain,
+           "chain_logits": chain_logits,
            "reference": "speculators 0.9.0 Eagle3DraftModel modules, eager attention, float32 (make.py)"},
           open(os.path.join(HERE, "expected.json"), "w"), indent=1)
 print("x_last", x_last, "chain", chain)
