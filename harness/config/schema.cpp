@@ -156,13 +156,13 @@ const Table<DraftSpec>& draft_table() {
   static const Table<D> t{
       "draft",
       {field("kind", &D::kind, Enum(kDraftKinds), choices_doc(kDraftKinds)),
-       field("path", &D::path, Path(), "draft checkpoint directory; required unless kind is none"),
+       field("path", &D::path, Path(), "draft checkpoint directory (eagle3: the EAGLE or vLLM speculators layout); required unless kind is none"),
        field("sampling", &D::sampling, Enum(kDraftSampling), choices_doc(kDraftSampling, "", " (greedy: one-hot q, as vLLM's EAGLE)")),
        field("dtype", &D::dtype, Dtype(), "auto or target.dtype's value: the draft computes in the target's dtype"),
        field("aux_layers", &D::aux_layers, read_aux_layers, "target layers feeding EAGLE-3; empty = the checkpoint's")
            .comment("empty = the checkpoint's eagle_aux_hidden_state_layer_ids", [](const D& d) { return d.aux_layers.empty(); }),
        field("aux_layer_convention", &D::aux_layer_convention, Enum(kAuxLayerConventions),
-             "hf: id i = hidden state entering layer i; sglang: output of layer i")}};
+             "hf: id i = hidden state entering layer i; sglang: output of layer i (eagle_config ids; speculators ids are hf)")}};
   return t;
 }
 
