@@ -101,13 +101,7 @@ const char* layout_name(Eagle3Config::Layout layout) {
 }
 
 Eagle3Config Eagle3Config::parse(const std::string& json_text, const std::string& origin) {
-  json j;
-  try {
-    j = json::parse(json_text);
-  } catch (const json::exception& e) {
-    fail("{}: invalid JSON ({})", origin, e.what());
-  }
-  if (!j.is_object()) fail("{}: expected a JSON object at the top level", origin);
+  const json j = parse_json_object(json_text, origin);
   return j.contains("speculators_model_type") ? parse_speculators(j, origin) : parse_eagle(j, origin);
 }
 

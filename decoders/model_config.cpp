@@ -144,13 +144,7 @@ void check_target_only_keys(const JsonKeys& k, const ModelConfig& c) {
 
 ModelConfig ModelConfig::parse(const std::string& json_text, const std::string& origin,
                                bool check_architecture) {
-  json j;
-  try {
-    j = json::parse(json_text);
-  } catch (const json::exception& e) {
-    fail("{}: invalid JSON ({})", origin, e.what());
-  }
-  if (!j.is_object()) fail("{}: expected a JSON object at the top level", origin);
+  const json j = parse_json_object(json_text, origin);
   JsonKeys k{j, origin};
   ModelConfig c;
   parse_architecture(k, check_architecture, c);

@@ -302,41 +302,36 @@ TEST(Eagle3Config, BothLayoutsAndUnsupportedKeys) {
     }
     return std::string("(no error)");
   };
-  const std::vector<std::pair<std::function<void(json&)>, std::string>> spec_cases = {
-      {[](json& j) { j["fc_norm"] = true; }, "s.json: fc_norm is true"},
-      {[](json& j) { j["norm_output"] = true; }, "s.json: norm_output is true"},
-      {[](json& j) { j["speculators_model_type"] = "eagle"; }, "s.json: speculators_model_type is 'eagle'"},
-      {[](json& j) { j.erase("transformer_layer_config"); }, "s.json: transformer_layer_config must be an object"},
-      {[](json& j) { j["transformer_layer_config"]["model_type"] = "qwen3"; },
-       "s.json (transformer_layer_config): model_type is 'qwen3'"},
-      {[](json& j) { j["transformer_layer_config"]["num_hidden_layers"] = 2; },
-       "s.json (transformer_layer_config): num_hidden_layers is 2"},
-      {[](json& j) { j["transformer_layer_config"]["attention_bias"] = true; },
-       "s.json (transformer_layer_config): attention_bias / mlp_bias is true"},
-      {[](json& j) { j["eagle_aux_hidden_state_layer_ids"] = json::array(); },
-       "s.json: eagle_aux_hidden_state_layer_ids must be a non-empty list"},
+  // Each edit of `base` must fail in one line starting with its message.
+  using Edits = std::vector<std::pair<std::function<void(json&)>, std::string>>;
+  auto refused = [&](const json& base, const std::string& origin, const Edits& edits) {
+    for (const auto& [edit, message] : edits) {
+      json j = base;
+      edit(j);
+      const std::string msg = error(j, origin);
+      EXPECT_EQ(msg.rfind(message, 0), 0u) << msg;
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
   };
-  for (const auto& [edit, message] : spec_cases) {
-    json j = spec;
-    edit(j);
-    const std::string msg = error(j, "s.json");
-    EXPECT_EQ(msg.rfind(message, 0), 0u) << msg;
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-  }
-  const std::vector<std::pair<std::function<void(json&)>, std::string>> eagle_cases = {
-      {[](json& j) { j["eagle_config"]["use_aux_hidden_state"] = false; },
-       "e.json (eagle_config): use_aux_hidden_state is false"},
-      {[](json& j) { j["num_hidden_layers"] = 3; }, "e.json: num_hidden_layers is 3"},
-      {[](json& j) { j["fc_norm"] = true; }, "e.json: fc_norm is true"},
-      {[](json& j) { j["mlp_bias"] = true; }, "e.json: attention_bias / mlp_bias is true"},
-  };
-  for (const auto& [edit, message] : eagle_cases) {
-    json j = eagle;
-    edit(j);
-    const std::string msg = error(j, "e.json");
-    EXPECT_EQ(msg.rfind(message, 0), 0u) << msg;
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-  }
+  refused(spec, "s.json",
+          {{[](json& j) { j["fc_norm"] = true; }, "s.json: fc_norm is true"},
+           {[](json& j) { j["norm_output"] = true; }, "s.json: norm_output is true"},
+           {[](json& j) { j["speculators_model_type"] = "eagle"; }, "s.json: speculators_model_type is 'eagle'"},
+           {[](json& j) { j.erase("transformer_layer_config"); }, "s.json: transformer_layer_config must be an object"},
+           {[](json& j) { j["transformer_layer_config"]["model_type"] = "qwen3"; },
+            "s.json (transformer_layer_config): model_type is 'qwen3'"},
+           {[](json& j) { j["transformer_layer_config"]["num_hidden_layers"] = 2; },
+            "s.json (transformer_layer_config): num_hidden_layers is 2"},
+           {[](json& j) { j["transformer_layer_config"]["attention_bias"] = true; },
+            "s.json (transformer_layer_config): attention_bias / mlp_bias is true"},
+           {[](json& j) { j["eagle_aux_hidden_state_layer_ids"] = json::array(); },
+            "s.json: eagle_aux_hidden_state_layer_ids must be a non-empty list"}});
+  refused(eagle, "e.json",
+          {{[](json& j) { j["eagle_config"]["use_aux_hidden_state"] = false; },
+            "e.json (eagle_config): use_aux_hidden_state is false"},
+           {[](json& j) { j["num_hidden_layers"] = 3; }, "e.json: num_hidden_layers is 3"},
+           {[](json& j) { j["fc_norm"] = true; }, "e.json: fc_norm is true"},
+           {[](json& j) { j["mlp_bias"] = true; }, "e.json: attention_bias / mlp_bias is true"}});
 }
 
 // A head in vLLM speculators' layout (tests/data/speculators-eagle3, made by its make.py with

@@ -16,6 +16,17 @@ std::string json_type(const nlohmann::json& v) {
   return std::string(v.type_name()) + " " + d;
 }
 
+nlohmann::json parse_json_object(const std::string& text, const std::string& origin) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range: a number past double's range
+    fail("{}: invalid JSON ({})", origin, e.what());
+  }
+  if (!j.is_object()) fail("{}: expected a JSON object at the top level", origin);
+  return j;
+}
+
 const nlohmann::json* JsonKeys::find(const char* key) const {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return nullptr;

@@ -13,6 +13,10 @@ namespace ears {
 // "integer 3", "number 0.5", "string \"abc\"" ...: a value's JSON type and (shortened) text, for errors.
 std::string json_type(const nlohmann::json& v);
 
+// `text` parsed as one JSON object; else a one-line error: "ORIGIN: invalid JSON (...)" or "ORIGIN:
+// expected a JSON object at the top level".
+nlohmann::json parse_json_object(const std::string& text, const std::string& origin);
+
 // Typed access to the keys of one JSON object with one-line errors naming the file and the key:
 // "ORIGIN: key 'K' must be an integer, got string \"x\"". A null value counts as absent.
 struct JsonKeys {
