@@ -56,7 +56,6 @@ Eagle3Head Eagle3Head::load(const std::filesystem::path& dir, const CausalLM& ta
   head.cfg_ = e.layer;
   head.layout_ = e.layout;
   head.norm_before_residual_ = e.norm_before_residual;
-  head.norm_before_fc_ = e.norm_before_fc;
   const ModelConfig& c = head.cfg_;
   const ModelConfig& tc = target.config();
   // EAGLE-3 configs carry the target's vocabulary as vocab_size (the head embeds target ids) and
@@ -76,7 +75,7 @@ Eagle3Head Eagle3Head::load(const std::filesystem::path& dir, const CausalLM& ta
   head.aux_layers_ = aux_layer_ids(e, options, target, origin);
 
   const Checkpoint ckpt = Checkpoint::open(dir);
-  head.load_weights(ckpt, dir, target);
+  head.load_weights(ckpt, dir, target, e.norm_before_fc);
   head.load_vocab_map(ckpt, dir);
   head.inv_freq_ = layers::rope_inv_freq(c.head_dim, c.rope, head.device_);
   head.rope_ = layers::RopeCache::build(head.inv_freq_, c.max_position_embeddings, head.dtype_);
@@ -92,7 +91,8 @@ int64_t Eagle3Head::parameter_count() const {
   return n;
 }
 
-void Eagle3Head::load_weights(const Checkpoint& ckpt, const std::filesystem::path& dir, const CausalLM& target) {
+void Eagle3Head::load_weights(const Checkpoint& ckpt, const std::filesystem::path& dir, const CausalLM& target,
+                              bool norm_before_fc) {
   const ModelConfig& c = cfg_;
   const ModelConfig& tc = target.config();
   const int64_t d = c.hidden_size, H = c.num_attention_heads, K = c.num_key_value_heads, hd = c.head_dim;
@@ -106,7 +106,7 @@ void Eagle3Head::load_weights(const Checkpoint& ckpt, const std::filesystem::pat
          "ids the head was trained with",
          dir.string(), ckpt.shape("fc.weight")[1], aux_layers_.size(), tc.hidden_size, fc_in);
   fc_ = layers::prepare_linear(w("fc.weight", {d, fc_in}), ckpt.contains("fc.bias") ? w("fc.bias", {d}) : at::Tensor());
-  if (norm_before_fc_) fc_norm_ = w("input_norm.weight", {fc_in});
+  if (norm_before_fc) fc_norm_ = w("input_norm.weight", {fc_in});
   input_norm_ = w(p + "input_layernorm.weight", {d});
   hidden_norm_ = w(p + "hidden_norm.weight", {d});
   post_norm_ = w(p + "post_attention_layernorm.weight", {d});
@@ -163,7 +163,7 @@ Eagle3Head::Output Eagle3Head::forward(const at::Tensor& token_ids, const at::Te
   const int64_t H = c.num_attention_heads, K = c.num_key_value_heads, hd = c.head_dim;
   const double eps = c.rms_norm_eps;
   at::Tensor feats = hidden.to(dtype_);
-  if (from_target && norm_before_fc_) feats = layers::rms_norm(feats, fc_norm_, eps);
+  if (from_target && fc_norm_.defined()) feats = layers::rms_norm(feats, fc_norm_, eps);
   const at::Tensor g = from_target ? layers::linear(feats, fc_) : hidden;
   const at::Tensor emb = at::embedding(embed_, token_ids);
   const at::Tensor gn = layers::rms_norm(g, hidden_norm_, eps);

@@ -74,7 +74,7 @@ class Eagle3Head {
   bool own_embeddings() const { return own_embed_; }
   Eagle3Config::Layout layout() const { return layout_; }  // the config.json layout it was read from
   bool norm_before_residual() const { return norm_before_residual_; }
-  bool norm_before_fc() const { return norm_before_fc_; }
+  bool norm_before_fc() const { return fc_norm_.defined(); }
   // The head computes in the target's dtype on the target's device (weights held in that dtype).
   c10::Device device() const { return device_; }
   c10::ScalarType dtype() const { return dtype_; }
@@ -84,8 +84,10 @@ class Eagle3Head {
 
  private:
   Eagle3Head() = default;
-  // Every tensor but the vocabulary map, shapes checked against cfg_ and the target's.
-  void load_weights(const Checkpoint& ckpt, const std::filesystem::path& dir, const CausalLM& target);
+  // Every tensor but the vocabulary map, shapes checked against cfg_ and the target's; with
+  // norm_before_fc also input_norm.weight (fc_norm_).
+  void load_weights(const Checkpoint& ckpt, const std::filesystem::path& dir, const CausalLM& target,
+                    bool norm_before_fc);
   // draft_to_target_ from the checkpoint's d2t offsets (identity without one), range-checked.
   void load_vocab_map(const Checkpoint& ckpt, const std::filesystem::path& dir);
   // True when forward() takes forward_rows: its inputs are on the CPU and rows_step_fits.
@@ -119,8 +121,7 @@ class Eagle3Head {
   ModelConfig cfg_;
   Eagle3Config::Layout layout_ = Eagle3Config::Layout::eagle;
   bool norm_before_residual_ = false;  // the first residual is hidden_norm(g) (decoders/eagle3_config.h)
-  bool norm_before_fc_ = false;        // fc_norm_ (RMSNorm weight over fc's input) comes before fc
-  at::Tensor fc_norm_;
+  at::Tensor fc_norm_;                 // norm_before_fc: RMSNorm weight over fc's input; else undefined
   c10::Device device_ = c10::Device(c10::kCPU);
   c10::ScalarType dtype_ = c10::kFloat;
   std::vector<int> aux_layers_;

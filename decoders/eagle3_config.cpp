@@ -41,6 +41,15 @@ void refuse_unsupported(const JsonKeys& head, const JsonKeys& layer, const Model
     fail("{}: attention_bias / mlp_bias is true; the EAGLE-3 head's projections have no biases here", layer.origin);
 }
 
+// The head's own keys, at the top level in either layout; norm_before_residual's default is the
+// layout's (vLLM's reading).
+void read_head_keys(const JsonKeys& k, bool norm_before_residual_default, Eagle3Config& e) {
+  e.draft_vocab = k.opt_int("draft_vocab_size", e.layer.vocab_size);
+  e.target_hidden = k.opt_int("target_hidden_size", e.layer.hidden_size);
+  e.norm_before_residual = k.opt_bool("norm_before_residual", norm_before_residual_default);
+  e.norm_before_fc = k.opt_bool("norm_before_fc", false);
+}
+
 Eagle3Config parse_eagle(const json& j, const std::string& origin) {
   Eagle3Config e;
   e.layout = Eagle3Config::Layout::eagle;
@@ -57,10 +66,7 @@ Eagle3Config parse_eagle(const json& j, const std::string& origin) {
     e.aux_ids = id_list(eck, "eagle_aux_hidden_state_layer_ids");
   }
   refuse_unsupported(k, k, e.layer);
-  e.draft_vocab = k.opt_int("draft_vocab_size", e.layer.vocab_size);
-  e.target_hidden = k.opt_int("target_hidden_size", e.layer.hidden_size);
-  e.norm_before_residual = k.opt_bool("norm_before_residual", false);
-  e.norm_before_fc = k.opt_bool("norm_before_fc", false);
+  read_head_keys(k, /*norm_before_residual_default=*/false, e);
   return e;
 }
 
@@ -86,11 +92,8 @@ Eagle3Config parse_speculators(const json& j, const std::string& origin) {
   e.layer = ModelConfig::parse(tl->dump(), tl_origin, /*check_architecture=*/false);
   refuse_unsupported(k, tlk, e.layer);
   e.aux_ids = id_list(k, "eagle_aux_hidden_state_layer_ids");
-  e.draft_vocab = k.opt_int("draft_vocab_size", e.layer.vocab_size);
-  e.target_hidden = k.opt_int("target_hidden_size", e.layer.hidden_size);
-  // Absent: true, as vLLM reads this layout (vllm/transformers_utils/configs/speculators/algos.py).
-  e.norm_before_residual = k.opt_bool("norm_before_residual", true);
-  e.norm_before_fc = k.opt_bool("norm_before_fc", false);
+  // norm_before_residual absent: true, as vLLM reads this layout (its configs/speculators/algos.py).
+  read_head_keys(k, /*norm_before_residual_default=*/true, e);
   return e;
 }
 

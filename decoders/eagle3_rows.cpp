@@ -113,7 +113,7 @@ template <class E>
 void Eagle3Head::rows_input(const int64_t* id, int64_t BT, const E* target_feats, const E* fed, E* g, E* x) const {
   const int64_t d = cfg_.hidden_size;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
-  if (target_feats && norm_before_fc_) {  // fc(RMSNorm over the concatenated features)
+  if (target_feats && fc_norm_.defined()) {  // fc(RMSNorm over the concatenated features)
     const int64_t F = fc_.in_features;
     std::vector<E> normed(static_cast<size_t>(BT * F));
     layers::rms_norm_rows(target_feats, BT, F, F, ptr<E>(fc_norm_), eps, normed.data());

@@ -95,7 +95,7 @@ void ArmSums::add(const RequestResult& r, ArmMetrics& m) {
   m.output_tokens += r.output_tokens;
   m.prompt_tokens += r.prompt_tokens;
   m.steps += r.steps;
-  m.decoded_tokens += std::max<int64_t>(r.output_tokens - 1, 0);
+  m.decoded_tokens += r.decoded_tokens();
   m.drafted += r.drafted;
   m.accepted += r.accepted;
   m.pardoned += r.pardoned;
@@ -227,7 +227,7 @@ ArmMetrics compute_arm_metrics(const std::vector<RequestResult>& results, const 
 }
 
 double ArmMetrics::decode_s_per_token() const {
-  const double decode = time_split_s.draft_s + time_split_s.verify_s + time_split_s.other_s;
+  const double decode = time_split_s.decode_s();
   return decode > 0 ? ratio(decode, static_cast<double>(decoded_tokens)) : nan_value();
 }
 
@@ -288,10 +288,10 @@ PairSums pair_sums(const RequestResult& a, const RequestResult& b) {
   s.steps_a = static_cast<double>(a.steps);
   s.emitted_b = static_cast<double>(b.emitted());
   s.steps_b = static_cast<double>(b.steps);
-  s.decode_a = a.draft_s + a.verify_s + a.other_s;
-  s.decoded_a = static_cast<double>(std::max<int64_t>(a.output_tokens - 1, 0));
-  s.decode_b = b.draft_s + b.verify_s + b.other_s;
-  s.decoded_b = static_cast<double>(std::max<int64_t>(b.output_tokens - 1, 0));
+  s.decode_a = a.decode_s();
+  s.decoded_a = static_cast<double>(a.decoded_tokens());
+  s.decode_b = b.decode_s();
+  s.decoded_b = static_cast<double>(b.decoded_tokens());
   if (a.has_score && b.has_score) {
     s.correct_diff = static_cast<double>(a.correct) - static_cast<double>(b.correct);
     s.scored = 1;

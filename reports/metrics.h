@@ -100,6 +100,7 @@ struct TimeSplit {
     v("verify", t.verify_s, "Σ verify_s, s", 0);
     v("other", t.other_s, "Σ other_s, s", 0);
   }
+  double decode_s() const { return draft_s + verify_s + other_s; }  // RequestResult::decode_s summed
 };
 
 struct ArmMetrics {

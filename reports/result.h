@@ -132,6 +132,9 @@ struct RequestResult {
   }
 
   int64_t emitted() const { return accepted + corrections + bonus; }
+  // The decoding: the tokens after the first (which the prefill gives) and the time they took.
+  int64_t decoded_tokens() const { return output_tokens > 1 ? output_tokens - 1 : 0; }
+  double decode_s() const { return draft_s + verify_s + other_s; }
   bool ok() const { return error.empty(); }
   // Throws ears::Error naming `where` (e.g. "runs/x/results.jsonl:12") and the broken
   // invariant when the counters are inconsistent (emitted = accepted + corrections + bonus, ...).
