@@ -24,6 +24,26 @@ c10::ScalarType auto_dtype(c10::ScalarType checkpoint, c10::Device device) {
 
 // ---------------------------------------------------------------------------------------------
 
+namespace {
+
+// A checkpoint with more layers than config.json declares would otherwise run as a shallower model
+// without a word (transformers loads it with an "unused weights" warning).
+void check_no_extra_layers(const Checkpoint& ck, int64_t n_layers, const std::filesystem::path& dir) {
+  const std::string prefix = "model.layers.";
+  for (const std::string& name : ck.names()) {
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const size_t dot = name.find('.', prefix.size());
+    const std::string index = name.substr(prefix.size(), dot - prefix.size());
+    if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos || index.size() > 9) continue;
+    if (std::stoll(index) >= n_layers)
+      fail("{}: num_hidden_layers is {}, but the checkpoint holds layer {} ('{}'); set num_hidden_layers to the "
+           "checkpoint's layer count",
+           (dir / "config.json").string(), n_layers, index, name);
+  }
+}
+
+}  // namespace
+
 CausalLM CausalLM::load(const std::filesystem::path& dir, c10::Device device,
                         std::optional<c10::ScalarType> dtype) {
   CausalLM m;
@@ -54,6 +74,7 @@ CausalLM CausalLM::load(const std::filesystem::path& dir, c10::Device device,
          dir.string());
   }
 
+  check_no_extra_layers(ck, c.num_hidden_layers, dir);
   m.layers_.reserve(static_cast<size_t>(c.num_hidden_layers));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) m.layers_.push_back(load_layer(ck, c, i, device, m.dtype_));
   m.lm_head_linear_ = layers::prepare_linear(m.lm_head_);

@@ -25,27 +25,32 @@ RopeConfig parse_rope(const json& j, const std::string& origin) {
     fail("{}: key 'rope_parameters' must be an object, got {}", origin, json_type(*params));
   if (scaling && !scaling->is_object())
     fail("{}: key 'rope_scaling' must be an object or null, got {}", origin, json_type(*scaling));
-  rope.theta = k.opt_double("rope_theta", 10000.0);
+  rope.theta = k.opt_positive_double("rope_theta", 10000.0);
   if (params) {
     JsonKeys p{*params, origin};
-    rope.theta = p.opt_double("rope_theta", rope.theta);
+    rope.theta = p.opt_positive_double("rope_theta", rope.theta);
   }
   const json* spec = scaling ? scaling : params;
   if (!spec) return rope;
-  JsonKeys s{*spec, origin};
+  const std::string spec_origin = origin + (scaling ? " rope_scaling" : " rope_parameters");
+  JsonKeys s{*spec, spec_origin};
   std::string type = s.opt_string("rope_type").value_or(s.opt_string("type").value_or("default"));
   if (type == "default") return rope;
   if (type == "linear") {
     rope.type = type;
-    rope.factor = s.req_double("factor");
+    rope.factor = s.positive_double("factor");
     return rope;
   }
   if (type == "llama3") {
     rope.type = type;
-    rope.factor = s.req_double("factor");
-    rope.low_freq_factor = s.req_double("low_freq_factor");
-    rope.high_freq_factor = s.req_double("high_freq_factor");
-    rope.original_max_position_embeddings = s.req_int("original_max_position_embeddings");
+    rope.factor = s.positive_double("factor");
+    rope.low_freq_factor = s.positive_double("low_freq_factor");
+    rope.high_freq_factor = s.positive_double("high_freq_factor");
+    rope.original_max_position_embeddings = s.positive_int("original_max_position_embeddings");
+    // Between the two wavelengths the frequencies are interpolated over high - low.
+    if (rope.high_freq_factor <= rope.low_freq_factor)
+      fail("{}: rope_scaling high_freq_factor ({}) must be larger than low_freq_factor ({}); fix the file", origin,
+           rope.high_freq_factor, rope.low_freq_factor);
     return rope;
   }
   fail("{}: rope_scaling type '{}' is not supported (supported: default, linear, llama3; YaRN and "
@@ -149,7 +154,7 @@ ModelConfig ModelConfig::parse(const std::string& json_text, const std::string& 
   ModelConfig c;
   parse_architecture(k, check_architecture, c);
   parse_shape(k, c);
-  c.rms_norm_eps = k.req_double("rms_norm_eps");
+  c.rms_norm_eps = k.positive_double("rms_norm_eps", /*zero_ok=*/true);
   c.rope = parse_rope(j, origin);
   c.tie_word_embeddings = k.opt_bool("tie_word_embeddings", false);
   const bool attention_bias = k.opt_bool("attention_bias", false);

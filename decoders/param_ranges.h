@@ -16,8 +16,12 @@ struct Range {
   std::string_view fix;  // "<key> must be ...": the range in words, ending every message
 };
 
-inline constexpr Range kTemperature{[](double v) { return v >= 0 && std::isfinite(v); },
-                                    "temperature must be >= 0 (0 = greedy)"};
+// Below kMinTemperature, logits / T overflow float32 (a logit of 10 at T = 1e-38) or every token
+// but the argmax underflows: greedy in effect with NaN risk. vLLM raises such values to 0.01 with a
+// warning; here they are refused, so the report's T is the T that ran.
+inline constexpr double kMinTemperature = 0.01;
+inline constexpr Range kTemperature{[](double v) { return v == 0 || (v >= kMinTemperature && std::isfinite(v)); },
+                                    "temperature must be 0 (greedy) or >= 0.01"};
 inline constexpr Range kTopP{[](double v) { return v > 0 && v <= 1; }, "top_p must be > 0 and <= 1 (1 = off)"};
 inline constexpr Range kTopK{[](double v) { return v >= 0; }, "top_k must be >= 0 (0 = off)"};
 inline constexpr Range kBeta{[](double v) { return v >= 0 && std::isfinite(v); },

@@ -19,7 +19,7 @@
 namespace ears {
 
 struct SamplingParams {
-  double temperature = 1;  // 0 = greedy (one-hot of the argmax); must be >= 0
+  double temperature = 1;  // 0 = greedy (one-hot of the argmax); else >= 0.01 (param_ranges.h)
   int64_t top_k = 0;       // 0 = off; keeps every token whose logit ties the k-th largest (HF)
   double top_p = 1;        // 1 = off; in (0, 1]
 };

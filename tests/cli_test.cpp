@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cstring>
 #include <fstream>
+#include <functional>
 
 #include "tests/test_util.h"
 
@@ -225,6 +226,23 @@ TEST(Cli, CheckpointsThatContradictTheirConfigGiveOneLineErrors) {
     std::ofstream(d / "config.json") << cfg.dump();
     expect_one_line_error(run_ears("forward --model " + d.string() + ids), "hidden_size");
   }
+  // Values no model has: refused at load, naming the file and key (rope_theta 0 gave NaN logits, exit 0).
+  const std::vector<std::pair<std::function<void(json&)>, std::string>> bad_values = {
+      {[](json& c) { c["rope_theta"] = 0; }, "key 'rope_theta' is 0; it must be a finite number > 0"},
+      {[](json& c) { c["rms_norm_eps"] = -1; }, "key 'rms_norm_eps' is -1"},
+      {[](json& c) { c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", -2}}; }, "rope_scaling: key 'factor' is -2"},
+      {[](json& c) { c["num_hidden_layers"] = 1e30; }, "key 'num_hidden_layers' is 1e+30, too large"},
+      // One layer fewer than the checkpoint holds ran a shallower model without a word.
+      {[](json& c) { c["num_hidden_layers"] = c["num_hidden_layers"].get<int>() - 1; },
+       "but the checkpoint holds layer"},
+  };
+  for (const auto& [edit, expect] : bad_values) {
+    fs::path d = copy_fixture("qwen3-tiny");
+    json cfg = json::parse(ears::test::read_file(d / "config.json"));
+    edit(cfg);
+    std::ofstream(d / "config.json") << cfg.dump();
+    expect_one_line_error(run_ears("forward --model " + d.string() + ids), expect);
+  }
   expect_one_line_error(run_ears("forward --model " + (shared_dir() / "fixtures/qwen3-tiny").string() + " --ids 'a b'"),
                         "--ids");
   expect_one_line_error(
@@ -321,6 +339,11 @@ TEST(Cli, ThreadsOutOfRangeIsOneLineError) {
 // before any model loads or training starts (each was a raw LibTorch error, an internal message
 // after minutes of work, or silently clamped or ignored).
 TEST(Cli, OptionRangesAreOneLineErrorsBeforeAnyWork) {
+  const auto repeated_id = [](int n) {
+    std::string ids;
+    for (int i = 0; i < n; ++i) ids += "5 ";
+    return ids;
+  };
   const fs::path models = ears::test::source_dir() / "models";
   const std::string target = (models / "tiny-qwen3").string(), draft = (models / "tiny-eagle3").string();
   const fs::path out = ears::test::temp_dir("option-ranges");
@@ -347,6 +370,22 @@ TEST(Cli, OptionRangesAreOneLineErrorsBeforeAnyWork) {
       {"generate --target " + target + " --ids '1 2' --chat", "--chat requires --prompt"},
       {"generate --target " + target + " --prompt hi --thinking", "--thinking requires --chat"},
       {head + " --eval-n 1 --eval-gamma 0", "--eval-gamma: 0 is out of range"},
+      // Sampling parameters in their decoders/param_ranges.h ranges (1e-39 was a raw LibTorch error, exit 1).
+      {gen + " --temperature 1e-39", "--temperature: 1e-39 is out of range; temperature must be 0 (greedy) or >= 0.01"},
+      {"bench e2e --quick --temperature 0,0.001", "--temperature: 0.001 is out of range"},
+      {"bench verify --quick --temperature 1e-30", "--temperature: 1e-30"},
+      {gen + " --top-k -1", "--top-k: -1 is out of range; top_k must be >= 0"},
+      {gen + " --beta -0.5", "--beta: -0.5 is out of range; beta must be >= 0"},
+      // Seeds: 0 .. 2^64 - 1 as in a config (CLI11 wrapped -1 and saturated past 2^64).
+      {gen + " --seed -1", "--seed: -1 is out of range; --seed must be a whole number from 0 to 18446744073709551615"},
+      {gen + " --seed 99999999999999999999999", "--seed: 99999999999999999999999 is out of range"},
+      {"bench e2e --quick --seed -1", "--seed: -1"},
+      {train + " --seed -3", "--seed: -3"},
+      // forward: the ids (and the draft's chain) within the model's context (20000 ids ran, exit 0).
+      {"forward --model " + target + " --ids '" + repeated_id(1025) + "'",
+       "--ids: 1025 ids exceed the model's context of 1024 positions"},
+      {"forward --model " + target + " --draft " + draft + " --gamma 5 --ids '" + repeated_id(1020) + "'",
+       "--ids: 1020 ids + --gamma 5 exceed"},
       {fwd + " --last 0", "--last: 0 is out of range; --last must be >= 1"},
       {fwd + " --last -5", "--last: -5"},
       // env: --device / --dtype describe how --model loads; without it they did nothing.

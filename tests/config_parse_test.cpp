@@ -239,7 +239,8 @@ TEST(ConfigErrors, EveryOutOfRangeValueNamesTheRange) {
   const std::vector<RangeCase> cases = {
       {"decoding:", "  gamma: 0", "decoding.gamma", "0 is out of range; gamma must be >= 1 and <= 16"},
       {"decoding:", "  gamma: 17", "decoding.gamma", "17 is out of range; gamma must be >= 1 and <= 16"},
-      {"decoding:", "  temperature: -0.5", "decoding.temperature", "-0.5 is out of range; temperature must be >= 0"},
+      {"decoding:", "  temperature: -0.5", "decoding.temperature", "-0.5 is out of range; temperature must be 0 (greedy) or >= 0.01"},
+      {"decoding:", "  temperature: 1e-39", "decoding.temperature", "1e-39 is out of range; temperature must be 0"},
       {"decoding:", "  top_p: 0", "decoding.top_p", "0 is out of range; top_p must be > 0 and <= 1"},
       {"decoding:", "  top_p: 1.5", "decoding.top_p", "1.5 is out of range; top_p must be > 0 and <= 1"},
       {"decoding:", "  top_k: -1", "decoding.top_k", "-1 is out of range; top_k must be >= 0"},

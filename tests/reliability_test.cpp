@@ -138,6 +138,8 @@ std::vector<Case> catalogue(const Paths& P) {
   yaml_case("gamma-0", "`gamma: 0`", "gamma: 3", "gamma: 0", "decoding.gamma");
   yaml_case("beta-negative", "`beta: -0.1`", "beta: 0.1", "beta: -0.1", "beta");
   yaml_case("temperature-negative", "`temperature: -1`", "temperature: 0.9", "temperature: -1", "temperature");
+  // 1e-39 was a LibTorch error (exit 1) that left a broken run directory; 1e-30 failed every request.
+  yaml_case("temperature-tiny", "`temperature: 1e-39`", "temperature: 0.9", "temperature: 1e-39", "or >= 0.01");
   yaml_case("top-p-0", "`top_p: 0`", "top_p: 1.0", "top_p: 0", "top_p");
   yaml_case("top-p-above-1", "`top_p: 1.5`", "top_p: 1.0", "top_p: 1.5", "top_p");
   yaml_case("max-new-tokens-0", "`max_new_tokens: 0`", "max_new_tokens: 4", "max_new_tokens: 0", "max_new_tokens");
@@ -225,6 +227,14 @@ std::vector<Case> catalogue(const Paths& P) {
   run_case("config-missing-key", "checkpoint", "config.json without hidden_size",
            [](const fs::path& t, const fs::path&) { edit_json(t / "config.json", [](json& j) { j.erase("hidden_size"); }); },
            "hidden_size");
+  run_case("config-rope-theta-0", "checkpoint", "config.json rope_theta 0 (NaN logits before)",
+           [](const fs::path& t, const fs::path&) { edit_json(t / "config.json", [](json& j) { j["rope_theta"] = 0; }); },
+           "rope_theta");
+  run_case("config-fewer-layers", "checkpoint", "config.json num_hidden_layers one below the checkpoint's",
+           [](const fs::path& t, const fs::path&) {
+             edit_json(t / "config.json", [](json& j) { j["num_hidden_layers"] = j["num_hidden_layers"].get<int>() - 1; });
+           },
+           "num_hidden_layers");
   run_case("config-not-json", "checkpoint", "config.json truncated mid-object",
            [](const fs::path& t, const fs::path&) {
              const std::string s = read_file(t / "config.json");

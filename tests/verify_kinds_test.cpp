@@ -728,6 +728,10 @@ TEST(Verify, ValidateRefusesExactlyTheOutOfRangeValues) {
   };
   const double inf = std::numeric_limits<double>::infinity();
   struct Case { double v; bool ok; };
+  // A positive temperature below 0.01 overflows logits / T (1e-39 was a LibTorch "cannot be
+  // converted to float" error, 1e-30 "non-finite logits").
+  for (Case c : {Case{0, true}, {0.01, true}, {0.0099, false}, {1e-39, false}})
+    EXPECT_EQ(error_of([&] { ears::validate(ears::SamplingParams{c.v}); }).empty(), c.ok) << c.v;
   for (Case c : {Case{0, true}, {2.5, true}, {-1e-9, false}, {inf, false}, {std::nan(""), false}}) {
     ears::SamplingParams p;
     p.temperature = c.v;

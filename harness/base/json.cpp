@@ -1,6 +1,8 @@
 #include "harness/base/json.h"
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "harness/base/error.h"
 
@@ -42,10 +44,14 @@ const nlohmann::json& JsonKeys::need(const char* key) const {
 }
 
 int64_t JsonKeys::as_int(const nlohmann::json& v, const char* key) const {
+  constexpr double kLimit = 9223372036854775808.0;  // 2^63
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    fail("{}: key '{}' is {}, too large for an integer here; fix the file", origin, key, v.dump());
   if (v.is_number_integer() || v.is_number_unsigned()) return v.get<int64_t>();
   if (v.is_number_float()) {
     const double d = v.get<double>();
-    if (std::floor(d) == d) return static_cast<int64_t>(d);
+    if (std::floor(d) == d && d >= -kLimit && d < kLimit) return static_cast<int64_t>(d);
+    if (std::floor(d) == d) fail("{}: key '{}' is {}, too large for an integer here; fix the file", origin, key, v.dump());
   }
   fail("{}: key '{}' must be an integer, got {}", origin, key, json_type(v));
 }
@@ -69,6 +75,17 @@ int64_t JsonKeys::opt_int(const char* key, int64_t def) const {
 double JsonKeys::opt_double(const char* key, double def) const {
   const nlohmann::json* v = find(key);
   return v ? as_double(*v, key) : def;
+}
+
+double JsonKeys::positive_double(const char* key, bool zero_ok) const {
+  const double v = req_double(key);
+  if (!std::isfinite(v) || v < 0 || (v == 0 && !zero_ok))
+    fail("{}: key '{}' is {}; it must be a finite number {} 0; fix the file", origin, key, v, zero_ok ? ">=" : ">");
+  return v;
+}
+
+double JsonKeys::opt_positive_double(const char* key, double def) const {
+  return find(key) ? positive_double(key) : def;
 }
 
 bool JsonKeys::opt_bool(const char* key, bool def) const {

@@ -32,6 +32,9 @@ struct JsonKeys {
   int64_t opt_int(const char* key, int64_t def) const;
   double req_double(const char* key) const { return as_double(need(key), key); }
   double opt_double(const char* key, double def) const;
+  // A finite number > 0 (>= 0 with zero_ok): RoPE's theta and factors, RMSNorm's epsilon.
+  double positive_double(const char* key, bool zero_ok = false) const;
+  double opt_positive_double(const char* key, double def) const;
   bool opt_bool(const char* key, bool def) const;
   std::optional<std::string> opt_string(const char* key) const;
   std::vector<int64_t> int_list(const char* key) const;  // an int, a list of ints, or absent ({})

@@ -169,7 +169,7 @@ int run_bench_verify(const VerifyBenchArgs& a, const BenchCommon& c) {
   std::optional<c10::ScalarType> dtype;
   if (a.dtype != "auto") dtype = parse_dtype(a.dtype, "--dtype");
   r.sp.temperature = a.temperature;
-  validate(r.sp, "--temperature");
+  validate(r.sp, "bench verify");
   r.G = a.gamma;
   r.beta = a.beta;
 

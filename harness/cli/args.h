@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -46,15 +47,15 @@ inline std::vector<int64_t> parse_int_list(const std::string& text, const std::s
 // the option, "--steps: 0 is out of range; --steps must be >= 1" (exit 2), however CLI11 prints its
 // own errors. A value CLI11 cannot convert is left to CLI11's conversion error.
 
-// A number CLI11 reads from the option, checked by ok(v); else "<flag>: <text> is out of range; <rule>".
+// A number CLI11 reads from the option, checked by ok(v); else "<flag>: <text> is out of range; <fix>".
 template <class Ok>
-CLI::Option* number_check(CLI::Option* opt, Ok ok, const std::string& rule) {
+CLI::Option* number_check(CLI::Option* opt, Ok ok, const std::string& fix) {
   const std::string flag = opt->get_name();
   return opt->check(CLI::Validator(
-      [flag, ok, rule](std::string& text) {
+      [flag, ok, fix](std::string& text) {
         double v = 0;
         if (CLI::detail::lexical_cast(text, v) && !(std::isfinite(v) && ok(v)))
-          fail("{}: {} is out of range; {} {}", flag, text, flag, rule);
+          fail("{}: {} is out of range; {}", flag, text, fix);
         return std::string();
       },
       ""));
@@ -62,14 +63,36 @@ CLI::Option* number_check(CLI::Option* opt, Ok ok, const std::string& rule) {
 
 // A finite number in [lo, hi] (hi = infinity: no upper bound).
 inline CLI::Option* in_range(CLI::Option* opt, double lo, double hi = std::numeric_limits<double>::infinity()) {
-  return number_check(
-      opt, [lo, hi](double v) { return v >= lo && v <= hi; },
-      std::isinf(hi) ? fmt::format("must be >= {}", lo) : fmt::format("must be >= {} and <= {}", lo, hi));
+  const std::string flag = opt->get_name();
+  return number_check(opt, [lo, hi](double v) { return v >= lo && v <= hi; },
+                      std::isinf(hi) ? fmt::format("{} must be >= {}", flag, lo)
+                                     : fmt::format("{} must be >= {} and <= {}", flag, lo, hi));
 }
 
 // A finite number > 0 (learning rates, clipping norms).
 inline CLI::Option* positive(CLI::Option* opt) {
-  return number_check(opt, [](double v) { return v > 0; }, "must be > 0");
+  return number_check(opt, [](double v) { return v > 0; }, opt->get_name() + " must be > 0");
+}
+
+// A sampling / verifier parameter in its decoders/param_ranges.h range, as the config checks it.
+inline CLI::Option* param_range(CLI::Option* opt, const ranges::Range& r) {
+  return number_check(opt, r.ok, std::string(r.fix));
+}
+
+// A seed: a whole number from 0 to 2^64 - 1, as the config's seed keys (CLI11 itself wraps -1 and
+// saturates past 2^64).
+inline CLI::Option* seed_range(CLI::Option* opt) {
+  const std::string flag = opt->get_name();
+  return opt->check(CLI::Validator(
+      [flag](std::string& text) {
+        std::uint64_t v = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+          fail("{}: {} is out of range; {} must be a whole number from 0 to {}", flag, text, flag,
+               std::numeric_limits<std::uint64_t>::max());
+        return std::string();
+      },
+      ""));
 }
 
 // One of `allowed`: a config list (config::kDraftSampling, ...) or a narrower list than the help

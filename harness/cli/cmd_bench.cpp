@@ -97,8 +97,10 @@ void add_verify_command(CLI::App* bench, CommonOptions& common, const std::share
   sub->add_option("--vocab", args->vocab, "Vocabulary size (ignored with --quick)")->capture_default_str();
   sub->add_option("--batch", args->batches, "Batch sizes, e.g. 1,32")->delimiter(',');
   gamma_range(sub->add_option("--gamma", args->gamma, "Draft tokens per step")->capture_default_str());
-  sub->add_option("--temperature", args->temperature, "Sampling temperature for process_logits")->capture_default_str();
-  sub->add_option("--beta", args->beta, "EARS beta")->capture_default_str();
+  param_range(sub->add_option("--temperature", args->temperature, "Sampling temperature for process_logits")
+                  ->capture_default_str(),
+              ranges::kTemperature);
+  param_range(sub->add_option("--beta", args->beta, "EARS beta")->capture_default_str(), ranges::kBeta);
   sub->add_option("--dtype", args->dtype, "dtype of the reference target forward: auto | bfloat16 | float32 | float16")
       ->capture_default_str();
   sub->add_option("--target", args->target,
@@ -120,11 +122,13 @@ void add_e2e_command(CLI::App* bench, CommonOptions& common, const std::shared_p
   one_of(sub->add_option("--draft-kind", args->draft_kind, "eagle3 | model")->capture_default_str(), {"eagle3", "model"});
   sub->add_option("--dtype", args->dtype, "auto | bfloat16 | float32 | float16")->capture_default_str();
   sub->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids (default: synth-gsm test problem 0 as a chat prompt, or 32 pseudo-random ids without a tokenizer)");
-  sub->add_option("--temperature", args->temperatures, "Temperatures, e.g. 0,0.9 (default: 0 and 0.9)")->delimiter(',');
+  param_range(sub->add_option("--temperature", args->temperatures, "Temperatures, e.g. 0,0.9 (default: 0 and 0.9)")
+                  ->delimiter(','),
+              ranges::kTemperature);
   gamma_range(sub->add_option("--gamma", args->gamma, "Draft tokens per step")->capture_default_str());
   sub->add_option("--max-new-tokens", args->max_new_tokens)->capture_default_str();
-  sub->add_option("--beta", args->beta, "EARS beta")->capture_default_str();
-  sub->add_option("--seed", args->seed, "Run seed")->capture_default_str();
+  param_range(sub->add_option("--beta", args->beta, "EARS beta")->capture_default_str(), ranges::kBeta);
+  seed_range(sub->add_option("--seed", args->seed, "Run seed")->capture_default_str());
   sub->add_flag("--distortion", args->distortion, "Also compute the engine's TV-distortion metric each step");
   sub->callback([args, bc, &common, &exit_code] { exit_code = run_bench_e2e(*args, merged(common, *bc)); });
 }

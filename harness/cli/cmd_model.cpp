@@ -69,6 +69,12 @@ int run_forward(const ForwardArgs& a, CommonOptions& common) {
   for (int32_t id : ids)
     if (id >= V) fail("--ids: token id {} is outside the model's vocabulary of {} ids", id, V);
   const int64_t L = static_cast<int64_t>(ids.size());
+  // The draft's chain runs gamma positions past the ids.
+  const int64_t context = model.config().max_position_embeddings, span = L + (m.head ? a.gamma : 0);
+  if (context > 0 && span > context)
+    fail("--ids: {} ids{} exceed the model's context of {} positions (max_position_embeddings in {}/config.json); "
+         "pass fewer ids",
+         L, m.head ? fmt::format(" + --gamma {}", a.gamma) : "", context, a.model);
   const int64_t K = std::min<int64_t>(a.last, L);  // --last >= 1 (checked while parsing)
   at::Tensor input = at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong).to(model.device()).view({1, L});
   ForwardOptions opt;
@@ -311,11 +317,13 @@ void add_generate_command(CLI::App& app, CommonOptions& common, int& exit_code) 
   auto* chat = sub->add_flag("--chat", args->chat, "Wrap the prompt in the Qwen3 chat template (one user turn)");
   chat->needs(prompt);
   sub->add_flag("--thinking", args->thinking, "With --chat: leave thinking on (default off)")->needs(chat);
-  sub->add_option("--temperature", args->decoding.temperature, "0 = greedy")->capture_default_str();
-  sub->add_option("--top-k", args->decoding.top_k, "0 = off")->capture_default_str();
-  sub->add_option("--top-p", args->decoding.top_p, "1 = off")->capture_default_str();
+  param_range(sub->add_option("--temperature", args->decoding.temperature, "0 = greedy")->capture_default_str(),
+              ranges::kTemperature);
+  param_range(sub->add_option("--top-k", args->decoding.top_k, "0 = off")->capture_default_str(), ranges::kTopK);
+  param_range(sub->add_option("--top-p", args->decoding.top_p, "1 = off")->capture_default_str(), ranges::kTopP);
   sub->add_option("--max-new-tokens", args->decoding.max_new_tokens)->capture_default_str();
-  sub->add_option("--seed", args->seed, "Run seed (the request's generator is derived from it)")->capture_default_str();
+  seed_range(
+      sub->add_option("--seed", args->seed, "Run seed (the request's generator is derived from it)")->capture_default_str());
   sub->add_option("--stop", args->decoding.stop, "Stop string (repeatable)");
   sub->add_option("--dtype", args->setup.dtype, "auto|float32|bfloat16|float16")->capture_default_str();
   sub->add_option("--device", args->setup.device, "cpu | cuda | cuda:N")->capture_default_str();
@@ -325,7 +333,7 @@ void add_generate_command(CLI::App& app, CommonOptions& common, int& exit_code) 
          config::kDraftSampling);
   sub->add_option("--aux-layer-convention", args->setup.aux_layer_convention, "hf | sglang")->capture_default_str();
   sub->add_option("--verifier", args->decoding.verifier, "baseline | ears | typical | greedy")->capture_default_str();
-  sub->add_option("--beta", args->decoding.beta, "EARS beta")->capture_default_str();
+  param_range(sub->add_option("--beta", args->decoding.beta, "EARS beta")->capture_default_str(), ranges::kBeta);
   sub->add_option("--uncertainty", args->decoding.uncertainty, "EARS uncertainty: max_prob | entropy")->capture_default_str();
   gamma_range(sub->add_option("--gamma", args->decoding.gamma, "Draft tokens per step")->capture_default_str());
   sub->add_flag("--json", common.json, "Print {ids, text, stats} as JSON");

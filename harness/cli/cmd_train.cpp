@@ -43,7 +43,7 @@ void add_schedule(CLI::App* sub, TrainSchedule& s, CommonOptions& common) {
            0);
   // 0 would scale every gradient to 0 (no training), not switch clipping off.
   positive(sub->add_option("--clip", s.clip, "Gradient clipping by global norm")->capture_default_str());
-  sub->add_option("--seed", s.seed, "Seed (initialisation, data order)")->capture_default_str();
+  seed_range(sub->add_option("--seed", s.seed, "Seed (initialisation, data order)")->capture_default_str());
   in_range(sub->add_option("--log-every", s.log_every, "Print the mean loss every N steps")->capture_default_str(), 1);
   sub->add_option("--device", s.device, "cpu | cuda | cuda:N")->capture_default_str();
   one_of(sub->add_option("--dtype", s.dtype, "Compute dtype (fp32 master weights): bfloat16 | float32")

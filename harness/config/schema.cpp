@@ -271,7 +271,7 @@ const Table<DecodingSpec>& decoding_table() {
       "decoding",
       {field("gamma", &D::gamma, Int(1, kMaxGamma, 5), "draft tokens per step"),
        field("temperature", &D::temperature, Real(0.9, ranges::kTemperature),
-             "sampling temperature; 0 = greedy target"),
+             "sampling temperature; 0 = greedy target, else >= 0.01"),
        field("top_p", &D::top_p, Real(1.0, ranges::kTopP),
              "nucleus sampling; 1 = off"),
        field("top_k", &D::top_k, Int(0, ranges::kTopK), "0 = off"),
