@@ -391,6 +391,10 @@ TEST(Cli, OptionRangesAreOneLineErrorsBeforeAnyWork) {
       // env: --device / --dtype describe how --model loads; without it they did nothing.
       {"env --device tpu", "--device: applies to the checkpoint of --model"},
       {"env --dtype float16", "--dtype: applies to the checkpoint of --model"},
+      // More memory than the machine has: it filled the RAM without a line (or a raw LibTorch error).
+      {"bench forward --params 100000000000000 --dtype float32", "--params: needs about"},
+      {"bench forward --params 99999999999999999999", "--params: 99999999999999999999 is out of range"},
+      {"bench linear --in 2000000000 --out 2000000000", "--in x --out: needs about"},
       {"bench bandwidth --quick --repeats -1", "--repeats: -1 is out of range; --repeats must be >= 0"},
       {"bench linear --quick --repeats -1", "--repeats: -1"},
       {"bench forward --quick --repeats -1", "--repeats: -1"},

@@ -293,6 +293,30 @@ GeneratedModelSpec spec_with_params(int64_t params) {
 
 // bench forward's generated model: `params` when > 0, else the 100M default grown until its bf16
 // weights are at least twice the last-level cache (a DRAM floor, not a cache floor).
+namespace {
+
+// MemAvailable in bytes, or 0 when /proc/meminfo cannot be read.
+double available_host_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (in >> key >> kib) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") return kib * 1024.0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void check_host_memory(double bytes, const std::string& option, const std::string& fix) {
+  const double available = available_host_bytes();
+  if (available > 0 && bytes > available)
+    fail("{}: needs about {:.1f} GiB of memory, more than the {:.1f} GiB available on this machine; {}", option,
+         bytes / 1073741824.0, available / 1073741824.0, fix);
+}
+
 GeneratedModelSpec sized_spec(int64_t params) {
   if (params > 0) return spec_with_params(params);
   GeneratedModelSpec s;

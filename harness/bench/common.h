@@ -112,6 +112,11 @@ struct TempDir {
   TempDir& operator=(const TempDir&) = delete;
 };
 
+// Fails (one line naming `option`, ending in `fix`) unless `bytes` about to be allocated on the host
+// fit in the memory the machine has available (/proc/meminfo MemAvailable; unchecked where
+// unreadable): a --params or --in x --out beyond it filled the RAM and never printed a line.
+void check_host_memory(double bytes, const std::string& option, const std::string& fix);
+
 std::string human_params(int64_t n);
 GeneratedModelSpec quick_spec(int64_t vocab);
 // GeneratedModelSpec{} with as many layers as give about `params` parameters (at least 1 layer).

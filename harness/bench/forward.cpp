@@ -49,7 +49,12 @@ ForwardPlan forward_plan(const ForwardBenchArgs& a, const BenchCommon& c) {
   if (a.phases && c.device != "cpu")
     fail("--phases: clocks phases on the CPU only (GPU kernels return before they finish); drop --phases or use "
          "--device cpu");
-  for (const auto& d : p.dtypes) parse_dtype(d, "--dtype");
+  int64_t widest = 2;
+  for (const auto& d : p.dtypes) widest = std::max<int64_t>(widest, c10::elementSize(parse_dtype(d, "--dtype")));
+  // The generated checkpoint (bf16) plus each load's weights and their packed copy in the widest dtype.
+  if (a.model.empty() && !c.quick && a.params > 0)
+    check_host_memory(static_cast<double>(a.params) * static_cast<double>(2 + 2 * widest), "--params",
+                      "pass a smaller --params");
   p.repeats = c.repeats > 0 ? c.repeats : (c.quick ? 2 : 15);
   p.warmup = c.quick ? 1 : 3;
   return p;

@@ -49,6 +49,9 @@ LinearPlan linear_plan(const LinearBenchArgs& a, const BenchCommon& c) {
     if (m < 1) fail("--rows: row counts must be >= 1 (got {})", m);
   p.dtypes = a.dtypes.empty() ? default_dtypes(c.device) : a.dtypes;
   for (const auto& d : p.dtypes) parse_dtype(d, "--dtype");
+  // The float32 draw, the weight in its dtype and its packed copy (at most 4 bytes each).
+  check_host_memory(static_cast<double>(p.in) * static_cast<double>(p.out) * 12.0, "--in x --out",
+                    "pass a smaller --in or --out");
   p.repeats = c.repeats > 0 ? c.repeats : (c.quick ? 2 : 30);
   p.warmup = c.quick ? 1 : 3;
   return p;

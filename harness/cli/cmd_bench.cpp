@@ -51,10 +51,11 @@ void add_forward_command(CLI::App* bench, CommonOptions& common, const std::shar
       "forward", "Target decode-step time (1 and γ+1 tokens, 128-token context) vs the bandwidth floor");
   add_common(sub, common, *bc);
   sub->add_option("--model", args->model, "Checkpoint directory (default: a generated Qwen3, see --params)");
-  sub->add_option("--params", args->params,
-                  "Parameters of the generated Qwen3 (e.g. 300000000; default 0: 100M, or enough that its bf16 "
-                  "weights are twice the last-level cache)")
-      ->check(CLI::NonNegativeNumber);
+  // Past int64 it wrapped; the memory check (harness/bench/common.h) is the real ceiling.
+  in_range(sub->add_option("--params", args->params,
+                           "Parameters of the generated Qwen3 (e.g. 300000000; default 0: 100M, or enough that its "
+                           "bf16 weights are twice the last-level cache)"),
+           0, 1e15);
   add_dtype_list(sub, args->dtypes);
   sub->add_option("--batch", args->batches, "Batch sizes, e.g. 1,4,16")->delimiter(',');
   // Only a forward's width here, not a draft: not capped at the config's gamma (docs/performance-log.md times a
@@ -79,9 +80,10 @@ void add_linear_command(CLI::App* bench, CommonOptions& common, const std::share
   auto* sub = bench->add_subcommand(
       "linear", "One linear layer (weight > last-level cache) at 1, γ+1 and batch-sized row counts vs the floor");
   add_common(sub, common, *bc);
-  sub->add_option("--in", args->in, "Input features")->capture_default_str();
-  sub->add_option("--out", args->out, "Output features (0: the bf16 weight is twice the last-level cache)")
-      ->capture_default_str();
+  in_range(sub->add_option("--in", args->in, "Input features")->capture_default_str(), 1, 1e12);
+  in_range(sub->add_option("--out", args->out, "Output features (0: the bf16 weight is twice the last-level cache)")
+               ->capture_default_str(),
+           0, 1e12);
   sub->add_option("--rows", args->rows, "Row counts, e.g. 1,6,16")->delimiter(',');
   add_dtype_list(sub, args->dtypes);
   sub->callback([args, bc, &common, &exit_code] { exit_code = run_bench_linear(*args, merged(common, *bc)); });
