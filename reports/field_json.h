@@ -158,10 +158,35 @@ struct FileReader {
   const std::string& origin;
   std::string owner;  // e.g. "arm 'a'" inside an entry; empty at the top
 
+  // A value of another JSON type than the field's (a hand-edited file): one line naming the file and
+  // the key, not nlohmann's type_error.
   template <class T>
-  void operator()(const char* key, T& member, const char* /*doc*/, unsigned flags) {
+  void operator()(const char* key, T& member, const char* doc, unsigned flags) {
+    try {
+      read(key, member, doc, flags);
+    } catch (const json::exception&) {
+      wrong_type(key);
+    }
+  }
+  void derived(const char*, double, const char*) {}
+
+ private:
+  [[noreturn]] void wrong_type(const char* key) const {
+    const auto it = j.find(key);
+    std::string value = it == j.end() ? std::string("absent") : it->dump();
+    if (value.size() > 60) value = value.substr(0, 57) + "...";
+    const bool report = origin.size() >= 11 && origin.compare(origin.size() - 11, 11, "report.json") == 0;
+    fail("{}: {}'{}' has the wrong type ({}); {}", origin, owner.empty() ? "" : owner + ": ", key, value,
+         report ? "restore the file or re-render it with 'ears-bench report RUN_DIR'"
+                : "the file was edited: restore it as ears-bench wrote it");
+  }
+
+  template <class T>
+  void read(const char* key, T& member, const char* /*doc*/, unsigned flags) {
     const auto it = j.find(key);
     if constexpr (std::is_same_v<T, json>) {
+      // Every free-form field (config, environment, dataset, verifier) is a JSON object.
+      if (it != j.end() && !it->is_null() && !it->is_object()) wrong_type(key);
       if (flags & kFieldValue) member = j.value(key, json::object());
       else member = it == j.end() || it->is_null() ? json::object() : *it;
     } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
@@ -182,9 +207,7 @@ struct FileReader {
       member = j.value(key, T(member));
     }
   }
-  void derived(const char*, double, const char*) {}
 
- private:
   template <class T>
   void read_entries(json::const_iterator it, const char* key, std::vector<T>& out, unsigned flags) {
     if ((flags & kFieldRequired) && (it == j.end() || !it->is_array())) fail("{}: missing array '{}'", origin, key);

@@ -197,8 +197,7 @@ std::string ArmInput::entry_owner(const json& j, const std::string& origin) {
 
 json report_to_json(const Report& report) { return field_json::to_object(report); }
 
-Report report_from_json(const json& j) {
-  const std::string origin = kReportJsonFile;
+Report report_from_json(const json& j, const std::string& origin) {
   check_schema(j, origin);
   Report r;
   field_json::FileReader reader{j, origin, ""};

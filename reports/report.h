@@ -142,7 +142,8 @@ struct Report {
 Report build_report(const std::vector<RequestResult>& results, const ReportInputs& inputs);
 
 nlohmann::json report_to_json(const Report& report);
-Report report_from_json(const nlohmann::json& j);  // ears::Error on a bad / newer schema
+// ears::Error on a bad / newer schema or a field of the wrong type, naming `origin` (the file).
+Report report_from_json(const nlohmann::json& j, const std::string& origin = kReportJsonFile);
 
 // Sweeps: non-baseline arms grouped by verifier "type", ordered by verifier "beta"; only groups
 // with >= 2 distinct betas are returned. Points come from the comparisons.

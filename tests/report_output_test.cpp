@@ -173,6 +173,36 @@ TEST(Report, BuildAndJsonRoundTrip) {
   json newer = j;
   newer["schema_version"] = 2;
   EXPECT_THROW(report_from_json(newer), Error);
+
+  // A hand-edited field of another type: one line naming the file and the key (gate and report
+  // ended in nlohmann's type_error, exit 1). The free-form objects must stay objects.
+  const std::vector<std::pair<std::function<void(json&)>, std::string>> edits = {
+      {[](json& d) { d["baseline"] = 5; }, "runs/x/report.json: 'baseline' has the wrong type (5); restore the file"},
+      {[](json& d) { d["partial"] = "no"; }, "'partial' has the wrong type (\"no\")"},
+      {[](json& d) { d["config"] = json::array({1}); }, "'config' has the wrong type ([1])"},
+      {[](json& d) { d["environment"] = 5; }, "'environment' has the wrong type (5)"},
+      {[](json& d) { d["arms"][1]["verifier"] = "ears"; }, "'verifier' has the wrong type (\"ears\")"},
+  };
+  for (const auto& [edit, expect] : edits) {
+    json bad = j;
+    edit(bad);
+    try {
+      (void)report_from_json(bad, "runs/x/report.json");
+      ADD_FAILURE() << "accepted: " << expect;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+    }
+  }
+  json meta = run_meta_to_json(RunMeta{});
+  meta["environment"] = 5;
+  try {
+    (void)run_meta_from_json(meta, "runs/x/run_meta.json");
+    ADD_FAILURE() << "accepted environment 5";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("runs/x/run_meta.json: 'environment' has the wrong type (5); the file was edited"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Report, RejectsUnknownArmAndBaseline) {
@@ -282,6 +312,15 @@ TEST(Report, WriteFilesAtomically) {
     EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos);
   const Report back = report_from_json(json::parse(test::read_file(dir / "report.json")));
   EXPECT_EQ(report_to_json(back), report_to_json(r));
+  // A failure names the file asked for, not the temporary beside it (gate --json /nonexist/x.json
+  // said "/nonexist/x.json.tmp.3650: cannot write").
+  try {
+    write_file_atomic(dir / "no-such-dir" / "gate.json", "{}");
+    ADD_FAILURE() << "wrote into a missing directory";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind((dir / "no-such-dir" / "gate.json").string() + ": cannot write (", 0), 0u)
+        << e.what();
+  }
   fs::remove_all(dir.parent_path());
 }
 

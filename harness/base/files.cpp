@@ -34,10 +34,11 @@ void write_file_atomic(const fs::path& path, const std::string& content) {
   const fs::path tmp = path.string() + fmt::format(".tmp.{}", static_cast<long>(::getpid()));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail("{}: cannot write ({}); check the directory exists and is writable", tmp.string(), std::strerror(errno));
+    if (!out)
+      fail("{}: cannot write ({}); check the directory exists and is writable", path.string(), std::strerror(errno));
     out.write(content.data(), static_cast<std::streamsize>(content.size()));
     out.flush();
-    if (!out) fail("{}: write failed ({}); check free disk space", tmp.string(), std::strerror(errno));
+    if (!out) fail("{}: write failed ({}); check free disk space", path.string(), std::strerror(errno));
   }
   std::error_code ec;
   fs::rename(tmp, path, ec);

@@ -99,7 +99,7 @@ int run_gate(const GateArgs& a) {
   } catch (const json::exception& e) {  // parse_error, or out_of_range: a number past double's range
     fail("{}: invalid JSON ({}); re-render it with 'ears-bench report {}'", report_file.string(), e.what(), a.dir);
   }
-  const Report report = report_from_json(j);
+  const Report report = report_from_json(j, report_file.string());
   std::vector<GateRule> checks;
   if (!a.rules.empty()) {
     if (!fs::is_regular_file(a.rules))
