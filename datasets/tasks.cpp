@@ -112,10 +112,12 @@ Doc parse_jsonl_doc(const json& j, const DatasetSpec& spec, std::size_t& index) 
   const std::string category_field = spec.category_field.empty() ? "category" : spec.category_field;
   const json& p = require(j, prompt_field);
   if (!p.is_string())
-    throw LineError{fmt::format("field '{}' must be a string (set prompt_field)", prompt_field)};
+    throw LineError{fmt::format("field '{}' must be a string (set dataset.fields.prompt)", prompt_field)};
   Doc d;
   d.key = std::to_string(index++);
   d.question = p.get<std::string>();
+  // A raw empty prompt encodes to no tokens: refused here, where the file and line are known.
+  if (d.question.empty()) throw LineError{fmt::format("field '{}' is empty; give every record a prompt", prompt_field)};
   if (const json* a = lookup(j, answer_field)) d.gold = answers_of(*a, answer_field);
   if (const json* c = lookup(j, category_field); c && !c->is_null()) d.category = scalar_text(*c, category_field);
   return d;

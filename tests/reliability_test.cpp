@@ -305,13 +305,18 @@ std::vector<Case> catalogue(const Paths& P) {
             "data.jsonl:2: expected a JSON object");
   data_case("dataset-missing-field", "line 2 has no prompt field", questions(1) + "{\"answer\": \"3\"}\n", "", 2,
             "data.jsonl:2:");
+  // It passed validate, then failed the run naming no file, even with on_error: skip.
+  data_case("dataset-empty-prompt", "line 2's prompt is \"\"",
+            questions(1) + "{\"prompt\": \"\", \"answer\": \"2\"}\n", "", 2, "data.jsonl:2: field 'prompt' is empty");
+  data_case("dataset-prompt-not-string", "line 2's prompt is 5", questions(1) + "{\"prompt\": 5}\n", "", 2,
+            "(set dataset.fields.prompt)");
   data_case("dataset-non-utf8", "line 2 holds the byte 0xFF", questions(1) + "{\"prompt\": \"caf\xff\", \"answer\": \"1\"}\n",
             "", 2, "data.jsonl:2: invalid UTF-8");
   data_case("dataset-all-bad-skipped", "every line bad, on_error: skip", "nope\n{\n", "skip", 2, "no usable records");
   // on_error: skip in a real run: the bad lines are counted in run_meta.json and the report.
-  c.push_back({"dataset-bad-lines-skipped", "dataset", "2 bad lines with on_error: skip (a full run)",
+  c.push_back({"dataset-bad-lines-skipped", "dataset", "3 bad lines (one an empty prompt), on_error: skip (a full run)",
                [=](const fs::path& d) {
-                 write(d / "data.jsonl", questions(2) + "{oops\n" + questions(1) + "\xff\n");
+                 write(d / "data.jsonl", questions(2) + "{oops\n" + questions(1) + "\xff\n{\"prompt\": \"\"}\n");
                  std::string y = replaced(base_yaml(P, d / "out"), P.data.string(), (d / "data.jsonl").string());
                  y = replaced(y, "prompt_format: raw", "prompt_format: raw, on_error: skip");
                  write(d / "exp.yaml", y);
@@ -399,13 +404,13 @@ TEST(BadInputCatalogue, EveryCaseFailsWithOneClearLine) {
     }
     if (k.id == "dataset-bad-lines-skipped") {
       const json report = json::parse(read_file(dir / "out" / "report.json"));
-      EXPECT_EQ(report["dataset"]["skipped_lines"], 2);
+      EXPECT_EQ(report["dataset"]["skipped_lines"], 3);
       EXPECT_EQ(report["arms"][0]["metrics"]["n_requests"], 3);
       bool warned = false;
-      for (const auto& w : report["warnings"]) warned |= w.get<std::string>().find("2 bad dataset line") != std::string::npos;
+      for (const auto& w : report["warnings"]) warned |= w.get<std::string>().find("3 bad dataset line") != std::string::npos;
       EXPECT_TRUE(warned) << report["warnings"].dump();
-      EXPECT_NE(read_file(dir / "out" / "report.md").find("2 bad dataset line"), std::string::npos);
-      message = "report.json: dataset.skipped_lines = 2, warning \"2 bad dataset line(s) skipped\"";
+      EXPECT_NE(read_file(dir / "out" / "report.md").find("3 bad dataset line"), std::string::npos);
+      message = "report.json: dataset.skipped_lines = 3, warning \"3 bad dataset line(s) skipped\"";
     }
     // Paths differ per machine: show them relative to the case directory.
     for (size_t p; (p = message.find(dir.string())) != std::string::npos;) message.replace(p, dir.string().size(), "CASE");

@@ -49,6 +49,17 @@ std::vector<double> read_beta_sweep(const Ctx& c, const MapReader& v) {
   return sweep;
 }
 
+// A verifier key the arm's rule does not read (beta on a baseline arm; a beta sweep there made
+// several identical arms): refused at the key.
+void check_verifier_keys(const Ctx& c, const MapReader& v, const std::string& type) {
+  static const std::pair<const char*, const char*> kOwner[] = {
+      {"beta", "ears"}, {"uncertainty", "ears"}, {"eps", "typical"}, {"delta", "typical"}};
+  for (const auto& [key, owner] : kOwner)
+    if (v.has(key) && type != owner)
+      fail_at(c, v.get(key), v.sub(key), fmt::format("applies to type {} only, and this arm's type is {}", owner, type),
+              fmt::format("remove '{}', or set type: {}", key, owner));
+}
+
 // One arm given as a mapping (arm holds the top-level decoding and draft); returns its sweep.
 std::vector<double> read_arm_map(const Ctx& c, const Node& el, const std::string& path, const Node& draft_node,
                                  const std::string& target_dtype, ArmSpec& arm) {
@@ -59,6 +70,7 @@ std::vector<double> read_arm_map(const Ctx& c, const Node& el, const std::string
   if (m.has("verifier")) {
     MapReader v(c, m.get("verifier"), m.sub("verifier"), verifier_table().schema);
     verifier_table().read(v, arm.verifier);
+    check_verifier_keys(c, v, arm.verifier.type);
     sweep = read_beta_sweep(c, v);
   }
   arm.name = m.has("name") ? as_string(c, m.get("name"), m.sub("name")) : arm.verifier.type;
