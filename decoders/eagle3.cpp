@@ -41,9 +41,12 @@ std::vector<int> aux_layer_ids(const Eagle3Config& e, const Eagle3Options& optio
   if (sglang && (options.aux_layers || e.aux_ids))
     for (int& id : ids) id += 1;
   const int64_t n = target.config().num_hidden_layers;
+  // Ids given with the options (the experiment's draft.aux_layers) are named as such, not the head's file.
+  const std::string where = options.aux_layers ? "draft.aux_layers" : origin;
   for (int id : ids)
     if (id < 0 || id > n)
-      fail("{}: aux layer id {} is outside the target's 0..{} (num_hidden_layers {})", origin, id, n, n);
+      fail("{}: aux layer id {} is outside the target's 0..{} (num_hidden_layers {}); use ids from 0 to {}", where, id,
+           n, n, n);
   return ids;
 }
 

@@ -384,20 +384,16 @@ TEST(ConfigErrors, DuplicateArmNamesAndBaselines) {
             std::string::npos);
 }
 
-// A verifier key the arm's rule does not read: a beta sweep on a baseline arm made two identical
-// arms, a scalar beta or eps was ignored without a word.
-TEST(ConfigErrors, VerifierKeysOfAnotherRule) {
+// A beta sweep on an arm whose rule reads no beta made two identical arms.
+TEST(ConfigErrors, BetaSweepOnlyOnEarsArms) {
   EXPECT_EQ(error_of(inject("      type: baseline", "      beta: [0.05, 0.5]")),
-            "t.yaml:13:13: arms.0.verifier.beta: applies to type ears only, and this arm's type is baseline; remove "
-            "'beta', or set type: ears");
-  EXPECT_NE(error_of(inject("      type: ears", "      eps: 0.2")).find("arms.1.verifier.eps: applies to type typical only"),
+            "t.yaml:13:13: arms.0.verifier.beta: a beta sweep applies to type ears only, and this arm's type is "
+            "baseline; give the sweep to an ears arm, or a single beta");
+  EXPECT_NE(error_of(kBase, {"arms.0.verifier.beta=[0.1]"}).find("a beta sweep applies to type ears only"),
             std::string::npos);
-  EXPECT_NE(error_of(kBase, {"arms.0.verifier.uncertainty=entropy"}).find("applies to type ears only"), std::string::npos);
-  EXPECT_NE(error_of(inject("      type: baseline", "      delta: 0.5")).find("remove 'delta', or set type: typical"),
-            std::string::npos);
-  // Where the rule reads them they stay legal.
-  const ExperimentSpec ok = parse(inject("      type: ears", "      uncertainty: entropy"), {"arms.1.verifier.beta=0.2"});
-  EXPECT_EQ(ok.arms[1].verifier.beta, 0.2);
+  // A single beta there stays legal (every resolved config.yaml writes one for each arm).
+  EXPECT_EQ(parse(inject("      type: baseline", "      beta: 0.3")).arms[0].verifier.beta, 0.3);
+  EXPECT_EQ(parse(kBase, {"arms.1.verifier.beta=[0.1, 0.2]"}).arms.size(), 3u);
 }
 
 TEST(ConfigErrors, YamlSyntaxErrorHasFileLineColumn) {

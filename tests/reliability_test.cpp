@@ -271,6 +271,15 @@ std::vector<Case> catalogue(const Paths& P) {
            },
            "aux layer id 99");
 
+  // The experiment's own ids are named as such (the head's config.json was blamed for them).
+  c.push_back({"draft-aux-layers-yaml-out-of-range", "draft", "`draft.aux_layers: [0, 1, 99]` in the experiment",
+               [=](const fs::path& d) {
+                 write(d / "exp.yaml", replaced(base_yaml(P, d / "out"), "draft: {kind: eagle3,",
+                                                "draft: {aux_layers: [0, 1, 99], kind: eagle3,"));
+                 return std::vector<std::string>{"run", (d / "exp.yaml").string(), "--threads", "1", "--quiet"};
+               },
+               2, "draft.aux_layers: aux layer id 99"});
+
   // ---- datasets (checked by `validate`, which loads the dataset) ----
   auto data_case = [&](std::string id, std::string what, std::string content, std::string on_error, int code,
                        std::string expect) {

@@ -4,6 +4,7 @@
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/zeros.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -47,7 +48,14 @@ int64_t numel_total(const ParamMap& p) {
 void load_init_weights(ParamMap& p, const std::filesystem::path& dir, c10::Device device, const LogFn& log) {
   const Checkpoint ck = Checkpoint::open(dir);
   at::NoGradGuard no_grad;
-  for (auto& [name, t] : p) t.copy_(ck.load(name, device, at::kFloat, t.sizes().vec()));
+  for (auto& [name, t] : p) {
+    // The options describe another shape than --init's model: the options are wrong, not its file.
+    if (ck.contains(name) && ck.shape(name) != t.sizes().vec())
+      fail("--init {}: tensor '{}' is [{}] but these options build [{}]; pass the shape options (--hidden, --layers, "
+           "--heads, ...) the --init model was trained with (its config.json)",
+           dir.string(), name, fmt::join(ck.shape(name), ", "), fmt::join(t.sizes().vec(), ", "));
+    t.copy_(ck.load(name, device, at::kFloat, t.sizes().vec()));
+  }
   emit(log, fmt::format("init: weights from {} (continued training)", dir.string()));
 }
 
