@@ -386,6 +386,11 @@ TEST(Cli, OptionRangesAreOneLineErrorsBeforeAnyWork) {
        "--ids: 1025 ids exceed the model's context of 1024 positions"},
       {"forward --model " + target + " --draft " + draft + " --gamma 5 --ids '" + repeated_id(1020) + "'",
        "--ids: 1020 ids + --gamma 5 exceed"},
+      // Command-line text is UTF-8 like every file (bad bytes became U+FFFD's ids), a stop string not "".
+      {"tokenize --tokenizer " + target + " --text '\xff\xfe bad'", "--text: not valid UTF-8 (byte 0xFF at offset 0)"},
+      {"generate --target " + target + " --prompt 'caf\xe9'", "--prompt: not valid UTF-8 (byte 0xE9 at offset 3)"},
+      {gen + " --stop ''", "--stop: an empty string"},
+      {gen + " --stop '\xff'", "--stop: not valid UTF-8"},
       {fwd + " --last 0", "--last: 0 is out of range; --last must be >= 1"},
       {fwd + " --last -5", "--last: -5"},
       // env: --device / --dtype describe how --model loads; without it they did nothing.

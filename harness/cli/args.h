@@ -15,6 +15,7 @@
 
 #include "harness/base/error.h"
 #include "harness/base/strings.h"
+#include "harness/base/utf8.h"
 #include "harness/config/config.h"
 
 namespace ears {
@@ -90,6 +91,21 @@ inline CLI::Option* seed_range(CLI::Option* opt) {
         if (text.empty() || ec != std::errc() || end != text.data() + text.size())
           fail("{}: {} is out of range; {} must be a whole number from 0 to {}", flag, text, flag,
                std::numeric_limits<std::uint64_t>::max());
+        return std::string();
+      },
+      ""));
+}
+
+// Text given on the command line (a prompt, a stop string): valid UTF-8, as every file ears-bench
+// reads must be (invalid bytes became U+FFFD's ids without a word); with non_empty, not "".
+inline CLI::Option* utf8_text(CLI::Option* opt, bool non_empty = false) {
+  const std::string flag = opt->get_name();
+  return opt->check(CLI::Validator(
+      [flag, non_empty](std::string& text) {
+        if (non_empty && text.empty()) fail("{}: an empty string; remove it or give the text", flag);
+        if (const size_t at = utf8::first_invalid(text); at != std::string::npos)
+          fail("{}: not valid UTF-8 (byte 0x{:02X} at offset {}); pass UTF-8 text", flag,
+               static_cast<unsigned char>(text[at]), at);
         return std::string();
       },
       ""));

@@ -280,7 +280,7 @@ void add_tokenize_command(CLI::App& app, CommonOptions& common, int& exit_code) 
   auto args = std::make_shared<TokenizeArgs>();
   auto* sub = app.add_subcommand("tokenize", "Encode text to ids (--text) or decode ids to text (--ids)");
   sub->add_option("--tokenizer", args->tokenizer, "Directory with tokenizer.json (or the file)")->required();
-  auto* text = sub->add_option("--text", args->text, "Text to encode");
+  auto* text = utf8_text(sub->add_option("--text", args->text, "Text to encode"));
   auto* ids = sub->add_option("--ids", args->ids, "Ids to decode, e.g. \"9707 1879\"");
   auto* lines = sub->add_option("--jsonl", args->jsonl, "Encode every line (a JSON string) of FILE; prints {ids, decoded} per line");
   text->excludes(ids);
@@ -311,7 +311,7 @@ void add_generate_command(CLI::App& app, CommonOptions& common, int& exit_code) 
   auto* sub = app.add_subcommand("generate", "Generate text with the target alone or speculatively with a draft");
   sub->add_option("--target", args->setup.target_path, "Target checkpoint directory")->required();
   sub->add_option("--tokenizer", args->setup.tokenizer_path, "Tokenizer directory (default: --target)");
-  auto* prompt = sub->add_option("--prompt", args->prompt, "Prompt text");
+  auto* prompt = utf8_text(sub->add_option("--prompt", args->prompt, "Prompt text"));
   auto* ids = sub->add_option("--ids", args->ids, "Prompt token ids");
   prompt->excludes(ids);
   auto* chat = sub->add_flag("--chat", args->chat, "Wrap the prompt in the Qwen3 chat template (one user turn)");
@@ -324,7 +324,7 @@ void add_generate_command(CLI::App& app, CommonOptions& common, int& exit_code) 
   sub->add_option("--max-new-tokens", args->decoding.max_new_tokens)->capture_default_str();
   seed_range(
       sub->add_option("--seed", args->seed, "Run seed (the request's generator is derived from it)")->capture_default_str());
-  sub->add_option("--stop", args->decoding.stop, "Stop string (repeatable)");
+  utf8_text(sub->add_option("--stop", args->decoding.stop, "Stop string (repeatable)"), /*non_empty=*/true);
   sub->add_option("--dtype", args->setup.dtype, "auto|float32|bfloat16|float16")->capture_default_str();
   sub->add_option("--device", args->setup.device, "cpu | cuda | cuda:N")->capture_default_str();
   sub->add_option("--draft", args->setup.draft_path, "Draft checkpoint directory");
