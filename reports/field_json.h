@@ -11,6 +11,8 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <limits>
+
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -203,6 +205,13 @@ struct FileReader {
       else if (flags & kFieldRequired) fail("{}: {} has no '{}'", origin, owner, key);
     } else if constexpr (is_entrywise_list<T>::value) {
       read_entries(it, key, member, flags);
+    } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      // Whole numbers only (1e30 converted to whatever the cast gave).
+      if (it == j.end()) return;
+      if (!(it->is_number_integer() || it->is_number_unsigned()) ||
+          (it->is_number_unsigned() && it->template get<uint64_t>() > uint64_t(std::numeric_limits<T>::max())))
+        wrong_type(key);
+      member = it->template get<T>();
     } else {
       member = j.value(key, T(member));
     }

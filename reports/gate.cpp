@@ -219,7 +219,10 @@ GateOutcome evaluate_rule(const Report& report, const GateRule& rule) {
   GateOutcome o{rule, to_string(rule), "arm", 0, false};
   const std::string name = split_metric(rule.metric, index, o.text);
   if (gate_metric_kind(name) == GateMetricKind::arm) {
-    o.actual = value_of(json(report.find_arm(rule.arm)->metrics)[name], rule, index);
+    const ArmMetrics& m = report.find_arm(rule.arm)->metrics;
+    // An arm with no request measured (a run that failed before its first result) proves nothing:
+    // every check on it fails, n/a ("n_errors == 0" passed there).
+    o.actual = m.n_requests > 0 ? value_of(json(m)[name], rule, index) : std::nan("");
   } else {
     const Comparison* comparison = report.find_comparison(rule.arm);
     if (!comparison)

@@ -321,6 +321,10 @@ RunMeta run_meta_from_json(const json& j, const std::string& origin) {
   } catch (const json::exception& e) {
     fail("{}: {}", origin, e.what());
   }
+  if (m.expected_results < 0)
+    fail("{}: 'expected_results' is {}; it must be >= 0 (0 = unknown): the file was edited, restore it as ears-bench "
+         "wrote it",
+         origin, m.expected_results);
   return m;
 }
 

@@ -414,6 +414,7 @@ TEST(Cli, OptionRangesAreOneLineErrorsBeforeAnyWork) {
       {train + " --steps -1", "--steps: -1"},
       {train + " --batch 0", "--batch: 0"},
       {train + " --seq-len 0", "--seq-len: 0"},
+      {train + " --seq-len 5000", "--seq-len: 5000 is out of range; --seq-len must be <= 1024"},
       {train + " --layers 0", "--layers: 0"},
       {train + " --head-dim 0", "--head-dim: 0"},
       {train + " --hidden -1", "--hidden: -1"},

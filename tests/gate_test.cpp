@@ -174,6 +174,7 @@ Report gate_report() {
   Report r;
   r.baseline = "base";
   ArmReport base{"base", json::object(), ArmMetrics{}}, ears{"ears", json::object(), ArmMetrics{}};
+  base.metrics.n_requests = ears.metrics.n_requests = 4;
   ears.metrics.mean_accept_length = 2.5;
   ears.metrics.acceptance_per_position = {0.9, 0.5, 0.2};
   r.arms = {base, ears};
@@ -239,6 +240,21 @@ TEST(GateEvaluate, APartialReportFailsUnlessAllowed) {
   EXPECT_EQ(gate_to_json(allowed)["partial"], true);
   EXPECT_NE(gate_table(allowed, "runs/x").find("gated anyway"), std::string::npos);
   EXPECT_FALSE(evaluate_gates(r, {GateRule{"ears", "mean_accept_length", ">=", 9}}, true).all_passed);
+}
+
+// An arm without a single request measured (a run that failed before its first result) passes no
+// check, not even "n_errors == 0", which it did.
+TEST(GateEvaluate, AnArmWithoutRequestsPassesNothing) {
+  Report r = gate_report();
+  const GateRule no_errors{"ears", "n_errors", "==", 0};
+  ASSERT_TRUE(evaluate_gates(r, {no_errors}).all_passed);
+  for (auto& a : r.arms)
+    if (a.name == "ears") a.metrics = ArmMetrics{};
+  const GateResult g = evaluate_gates(r, {no_errors}, /*allow_partial=*/true);
+  ASSERT_EQ(g.outcomes.size(), 1u);
+  EXPECT_FALSE(g.outcomes[0].pass);
+  EXPECT_TRUE(std::isnan(g.outcomes[0].actual));
+  EXPECT_FALSE(g.all_passed);
 }
 
 // NAME[INDEX] reads entry INDEX: the entries all differ, so reading any other one shows; an

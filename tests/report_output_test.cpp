@@ -193,15 +193,23 @@ TEST(Report, BuildAndJsonRoundTrip) {
       EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
     }
   }
-  json meta = run_meta_to_json(RunMeta{});
-  meta["environment"] = 5;
-  try {
-    (void)run_meta_from_json(meta, "runs/x/run_meta.json");
-    ADD_FAILURE() << "accepted environment 5";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("runs/x/run_meta.json: 'environment' has the wrong type (5); the file was edited"),
-              std::string::npos)
-        << e.what();
+  // run_meta.json: the same, and a count that is not a whole number >= 0 (-1 or 1e30 made a
+  // PARTIAL run render as whole).
+  const std::vector<std::pair<std::function<void(json&)>, std::string>> meta_edits = {
+      {[](json& m) { m["environment"] = 5; },
+       "runs/x/run_meta.json: 'environment' has the wrong type (5); the file was edited"},
+      {[](json& m) { m["expected_results"] = 1e30; }, "'expected_results' has the wrong type (1e+30)"},
+      {[](json& m) { m["expected_results"] = -1; }, "'expected_results' is -1; it must be >= 0"},
+  };
+  for (const auto& [edit, expect] : meta_edits) {
+    json meta = run_meta_to_json(RunMeta{});
+    edit(meta);
+    try {
+      (void)run_meta_from_json(meta, "runs/x/run_meta.json");
+      ADD_FAILURE() << "accepted: " << expect;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+    }
   }
 }
 

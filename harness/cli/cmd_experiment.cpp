@@ -112,7 +112,7 @@ int run_gate(const GateArgs& a) {
     checks.insert(checks.end(), more.begin(), more.end());
   }
   for (const auto& c : a.checks) checks.push_back(parse_gate_rule(c, "--check"));
-  std::string origin = "command line";
+  std::string origin = a.rules.empty() ? "the command line" : a.checks.empty() ? a.rules : a.rules + " and --check";
   if (checks.empty()) {
     checks = gate_rules_from_config(report.config);
     origin = "the run's config";

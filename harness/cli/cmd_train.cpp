@@ -135,6 +135,10 @@ void add_target_command(CLI::App* train, CommonOptions& common, int& exit_code) 
   add_corpus(sub, o->corpus);
   sub->callback([o, force, &common, &exit_code]() {
     check_shape(o->arch.heads, o->arch.kv_heads, o->arch.head_dim);
+    // The saved model's context: training past it wrote a checkpoint whose positions it never had.
+    if (o->schedule.seq_len > o->arch.max_position_embeddings)
+      fail("--seq-len: {} is out of range; --seq-len must be <= {} (the model's max_position_embeddings)",
+           o->schedule.seq_len, o->arch.max_position_embeddings);
     check_out(o->out, "model.safetensors", *force, o->init);
     o->schedule.threads = common.threads;
     train_target(*o, print_line);
