@@ -389,6 +389,7 @@ TEST(BadInputCatalogue, EveryCaseFailsWithOneClearLine) {
     for (const char* m : kCrashMarkers) EXPECT_EQ(r.err.find(m), std::string::npos) << m << "\n" << show(r);
     std::string message;
     if (k.exit_code == 2) {
+      EXPECT_EQ(r.out, "") << "a failed command prints its error only (validate printed the config first)\n" << show(r);
       EXPECT_EQ(r.err.rfind("ears-bench: error: ", 0), 0u) << show(r);
       EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << show(r);
       message = first_line(r.err);

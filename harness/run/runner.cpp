@@ -549,8 +549,6 @@ int run_experiment(const RunOptions& o) {
 
 int validate_experiment(const std::string& config_file, const std::vector<std::string>& overrides) {
   const config::ExperimentSpec spec = config::load_experiment(config_file, overrides);
-  fmt::print("{}", config::to_yaml(spec));
-  std::fflush(stdout);
   // The config checks run.threads >= 0 on any machine; the upper bound is this machine's.
   check_threads(spec.run.threads, threads_key(config_file, overrides));
   check_model_dirs(config_file, spec);
@@ -559,6 +557,9 @@ int validate_experiment(const std::string& config_file, const std::vector<std::s
          "tokenizer.json into that directory",
          config_file, spec.target.path);
   const Dataset ds = load_dataset(dataset_spec(spec.dataset));
+  // The resolved config once every check passed: a failed validate prints its one error line only.
+  fmt::print("{}", config::to_yaml(spec));
+  std::fflush(stdout);
   std::string arms;
   for (const auto& a : spec.arms) arms += (arms.empty() ? "" : ", ") + a.name + (a.baseline ? " (baseline)" : "");
   fmt::print(stderr, "ok: {} arm(s): {}; dataset {}: {} requests{}{}; {} gate(s)\n", spec.arms.size(), arms,
