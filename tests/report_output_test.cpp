@@ -143,6 +143,23 @@ ReportInputs sweep_inputs() {
   return in;
 }
 
+// Edits of a JSON document, each with the message reading the edited copy must fail with.
+using JsonEdits = std::vector<std::pair<std::function<void(json&)>, std::string>>;
+
+void expect_each_edit_refused(const json& original, const JsonEdits& edits,
+                              const std::function<void(const json&)>& read) {
+  for (const auto& [edit, expect] : edits) {
+    json bad = original;
+    edit(bad);
+    try {
+      read(bad);
+      ADD_FAILURE() << "accepted: " << expect;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Report, BuildAndJsonRoundTrip) {
   const Report r = build_report(sweep_results(), sweep_inputs());
   ASSERT_EQ(r.arms.size(), 3u);
@@ -176,41 +193,24 @@ TEST(Report, BuildAndJsonRoundTrip) {
 
   // A hand-edited field of another type: one line naming the file and the key (gate and report
   // ended in nlohmann's type_error, exit 1). The free-form objects must stay objects.
-  const std::vector<std::pair<std::function<void(json&)>, std::string>> edits = {
+  const JsonEdits edits = {
       {[](json& d) { d["baseline"] = 5; }, "runs/x/report.json: 'baseline' has the wrong type (5); restore the file"},
       {[](json& d) { d["partial"] = "no"; }, "'partial' has the wrong type (\"no\")"},
       {[](json& d) { d["config"] = json::array({1}); }, "'config' has the wrong type ([1])"},
       {[](json& d) { d["environment"] = 5; }, "'environment' has the wrong type (5)"},
       {[](json& d) { d["arms"][1]["verifier"] = "ears"; }, "'verifier' has the wrong type (\"ears\")"},
   };
-  for (const auto& [edit, expect] : edits) {
-    json bad = j;
-    edit(bad);
-    try {
-      (void)report_from_json(bad, "runs/x/report.json");
-      ADD_FAILURE() << "accepted: " << expect;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
-    }
-  }
+  expect_each_edit_refused(j, edits, [](const json& bad) { (void)report_from_json(bad, "runs/x/report.json"); });
   // run_meta.json: the same, and a count that is not a whole number >= 0 (-1 or 1e30 made a
   // PARTIAL run render as whole).
-  const std::vector<std::pair<std::function<void(json&)>, std::string>> meta_edits = {
+  const JsonEdits meta_edits = {
       {[](json& m) { m["environment"] = 5; },
        "runs/x/run_meta.json: 'environment' has the wrong type (5); the file was edited"},
       {[](json& m) { m["expected_results"] = 1e30; }, "'expected_results' has the wrong type (1e+30)"},
       {[](json& m) { m["expected_results"] = -1; }, "'expected_results' is -1; it must be >= 0"},
   };
-  for (const auto& [edit, expect] : meta_edits) {
-    json meta = run_meta_to_json(RunMeta{});
-    edit(meta);
-    try {
-      (void)run_meta_from_json(meta, "runs/x/run_meta.json");
-      ADD_FAILURE() << "accepted: " << expect;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
-    }
-  }
+  expect_each_edit_refused(run_meta_to_json(RunMeta{}), meta_edits,
+                           [](const json& bad) { (void)run_meta_from_json(bad, "runs/x/run_meta.json"); });
 }
 
 TEST(Report, RejectsUnknownArmAndBaseline) {
