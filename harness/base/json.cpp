@@ -45,14 +45,13 @@ const nlohmann::json& JsonKeys::need(const char* key) const {
 
 int64_t JsonKeys::as_int(const nlohmann::json& v, const char* key) const {
   constexpr double kLimit = 9223372036854775808.0;  // 2^63
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-    fail("{}: key '{}' is {}, too large for an integer here; fix the file", origin, key, v.dump());
+  const bool whole_float = v.is_number_float() && std::floor(v.get<double>()) == v.get<double>();
+  const bool too_large =
+      (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) ||
+      (whole_float && !(v.get<double>() >= -kLimit && v.get<double>() < kLimit));
+  if (too_large) fail("{}: key '{}' is {}, too large for an integer here; fix the file", origin, key, v.dump());
   if (v.is_number_integer() || v.is_number_unsigned()) return v.get<int64_t>();
-  if (v.is_number_float()) {
-    const double d = v.get<double>();
-    if (std::floor(d) == d && d >= -kLimit && d < kLimit) return static_cast<int64_t>(d);
-    if (std::floor(d) == d) fail("{}: key '{}' is {}, too large for an integer here; fix the file", origin, key, v.dump());
-  }
+  if (whole_float) return static_cast<int64_t>(v.get<double>());
   fail("{}: key '{}' must be an integer, got {}", origin, key, json_type(v));
 }
 

@@ -322,8 +322,8 @@ void add_generate_command(CLI::App& app, CommonOptions& common, int& exit_code) 
   param_range(sub->add_option("--top-k", args->decoding.top_k, "0 = off")->capture_default_str(), ranges::kTopK);
   param_range(sub->add_option("--top-p", args->decoding.top_p, "1 = off")->capture_default_str(), ranges::kTopP);
   sub->add_option("--max-new-tokens", args->decoding.max_new_tokens)->capture_default_str();
-  seed_range(
-      sub->add_option("--seed", args->seed, "Run seed (the request's generator is derived from it)")->capture_default_str());
+  seed_range(sub->add_option("--seed", args->seed, "Run seed (the request's generator is derived from it)")
+                 ->capture_default_str());
   utf8_text(sub->add_option("--stop", args->decoding.stop, "Stop string (repeatable)"), /*non_empty=*/true);
   sub->add_option("--dtype", args->setup.dtype, "auto|float32|bfloat16|float16")->capture_default_str();
   sub->add_option("--device", args->setup.device, "cpu | cuda | cuda:N")->capture_default_str();
