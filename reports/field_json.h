@@ -12,7 +12,6 @@
 #include <nlohmann/json.hpp>
 
 #include <limits>
-
 #include <string>
 #include <type_traits>
 #include <vector>

@@ -291,8 +291,6 @@ GeneratedModelSpec spec_with_params(int64_t params) {
   return s;
 }
 
-// bench forward's generated model: `params` when > 0, else the 100M default grown until its bf16
-// weights are at least twice the last-level cache (a DRAM floor, not a cache floor).
 namespace {
 
 // MemAvailable in bytes, or 0 when /proc/meminfo cannot be read.
@@ -317,6 +315,8 @@ void check_host_memory(double bytes, const std::string& option, const std::strin
          bytes / 1073741824.0, available / 1073741824.0, fix);
 }
 
+// bench forward's generated model: `params` when > 0, else the 100M default grown until its bf16
+// weights are at least twice the last-level cache (a DRAM floor, not a cache floor).
 GeneratedModelSpec sized_spec(int64_t params) {
   if (params > 0) return spec_with_params(params);
   GeneratedModelSpec s;
