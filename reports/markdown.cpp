@@ -169,8 +169,8 @@ void configuration_block(std::string& md, const Report& r) {
 // Partial results, warnings, the toy-model banner and the small-sample warning.
 void notices(std::string& md, const Report& r) {
   if (r.partial)
-    md += "> **Partial results**: the run was interrupted or the arms did not finish the same requests. "
-          "Numbers cover the finished requests only.\n\n";
+    md += "> **Partial results**: the run was interrupted, shards are missing or the arms did not finish the same "
+          "requests. Numbers cover the finished requests only.\n\n";
   for (const auto& w : r.warnings) md += fmt::format("> Warning: {}\n\n", w);
   const json& env = r.environment;
   const json parameters = env.value(env_key("target_parameters"), json());

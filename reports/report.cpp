@@ -169,11 +169,13 @@ bool load_busy(double load_average_1m, double logical_cpus) {
 std::vector<std::string> path_fact_differences(const json& recorded, const json& other) {
   std::vector<std::string> out;
   const auto text = [](const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
-  for (const char* k : kPathFacts) {
+  const auto compare = [&](const char* k) {
     const json a = recorded.is_object() ? recorded.value(k, json()) : json();
     const json b = other.is_object() ? other.value(k, json()) : json();
     if (!a.is_null() && !b.is_null() && a != b) out.push_back(fmt::format("{} {} -> {}", k, text(a), text(b)));
-  }
+  };
+  for (const char* k : kPathFacts) compare(k);
+  compare(env_key("threads"));  // the report states one count (a resume or a shard on 1 thread of 2 said nothing)
   return out;
 }
 
@@ -368,6 +370,13 @@ json merged_dataset(const std::vector<RunMeta>& metas) {
 RunMeta merge_run_meta(const std::vector<RunMeta>& metas) {
   if (metas.empty()) fail("no run directories given; pass at least one RUN_DIR");
   RunMeta out = metas.front();
+  // The environment of a part that loaded the models: an empty shard stops before, and its
+  // environment has no kernel path, dtype or parameter count for the report to state.
+  for (const auto& m : metas)
+    if (m.environment.contains(env_key("kernel_path"))) {
+      out.environment = m.environment;
+      break;
+    }
   out.dataset = merged_dataset(metas);
   out.arms.clear();
   out.complete = true;
@@ -400,6 +409,7 @@ struct LoadedRuns {
   std::vector<RequestResult> results;
   std::vector<std::string> warnings;
   bool truncated = false;
+  bool missing_parts = false;  // shards of the run absent (now, or when the merged dir was made)
 };
 
 // "i/N" of a shard run; {-1, 0} for a whole run.
@@ -532,9 +542,11 @@ LoadedRuns load_runs(const std::vector<fs::path>& run_dirs, bool force) {
     out.warnings.push_back(fmt::format("missing shard(s) {} of {}: the merge covers part of the run", fmt::join(names, ", "), n));
     out.meta.complete = false;
     out.meta.dataset["missing_shards"] = missing;
+    out.missing_parts = true;
   } else if (const auto it = out.meta.dataset.find("missing_shards"); it != out.meta.dataset.end() && !it->empty()) {
     // A partial merge's own directory, rendered again: still short of the same shards.
     out.warnings.push_back(fmt::format("merged without shard(s) {}: the merge covers part of the run", it->dump()));
+    out.missing_parts = true;
   }
   out.results = dedupe_results(all);
   check_results_in_run(out, run_dirs);
@@ -556,7 +568,9 @@ Report report_from_run_dirs(const std::vector<fs::path>& run_dirs, uint64_t boot
   for (const auto& d : run_dirs) in.sources.push_back(d.string());
   const bool short_of_expected =
       runs.meta.expected_results > 0 && static_cast<int64_t>(runs.results.size()) < runs.meta.expected_results;
-  if (!runs.meta.complete) in.warnings.push_back("a run did not complete (run_meta.json has complete = false)");
+  // Missing shards have their own warning above; this one is for a run that stopped.
+  if (!runs.meta.complete && !runs.missing_parts)
+    in.warnings.push_back("a run did not complete (run_meta.json has complete = false)");
   if (const auto it = in.dataset.find("skipped_lines"); it != in.dataset.end() && it->is_number_integer() && *it > 0)
     in.warnings.push_back(fmt::format("{} bad dataset line(s) skipped (dataset.on_error: skip); see dataset.skipped_lines",
                                       it->get<int64_t>()));

@@ -682,6 +682,8 @@ TEST(RunDir, MergeRefusesOverlapsMixesAndOverwrites) {
   EXPECT_TRUE(one.partial);
   EXPECT_EQ(one.dataset["missing_shards"], json::array({0}));
   EXPECT_NE(::testing::PrintToString(one.warnings).find("missing shard(s) 0/2 of 2"), std::string::npos);
+  // The shard itself completed: no "did not complete" warning beside the missing one (it was given).
+  EXPECT_EQ(::testing::PrintToString(one.warnings).find("did not complete"), std::string::npos) << one.warnings.size();
 
   // Shards of different experiments: refused with the differing key, unless --force (a warning).
   ReportInputs other = in;
@@ -729,10 +731,12 @@ TEST(RunDir, MergeWarnsWhenPartsRanOnDifferentPaths) {
   json meta2 = json::parse(test::read_file(root / "s2" / kRunMetaFile));
   meta2["environment"]["kernel_path"] = "avx2";
   meta2["environment"]["cpu_model"] = "EPYC";
+  meta2["environment"]["threads"] = 1;
   std::ofstream(root / "s2" / kRunMetaFile, std::ios::trunc) << meta2.dump();
   json meta1 = json::parse(test::read_file(root / "s1" / kRunMetaFile));
+  meta1["environment"]["threads"] = 2;
   meta1["environment"]["resumed"] = {{{"at", "T1"}, {"kernel_path", "amx"}, {"compute_dtype", "float32"}},
-                                     {{"at", "T2"}, {"kernel_path", "amx"}, {"notices", {"3 LibTorch threads"}}}};
+                                     {{"at", "T2"}, {"kernel_path", "amx"}, {"threads", 1}, {"notices", {"3 LibTorch threads"}}}};
   std::ofstream(root / "s1" / kRunMetaFile, std::ios::trunc) << meta1.dump();
   const Report mixed = report_from_run_dirs({root / "s1", root / "s2"}, kDefaultBootstrapSeed, 100);
   EXPECT_FALSE(mixed.partial);
@@ -741,11 +745,18 @@ TEST(RunDir, MergeWarnsWhenPartsRanOnDifferentPaths) {
             (std::vector<std::string>{
                 "kernel path avx2, below the best", "3 LibTorch threads",
                 s1 + " was resumed at T1 on another path (compute_dtype bfloat16 -> float32): its results mix both",
-                s1 + " and " + s2 + " ran on different paths (kernel_path amx -> avx2; cpu_model Xeon -> EPYC): the "
-                                    "merged numbers mix both"}));
+                s1 + " was resumed at T2 on another path (threads 2 -> 1): its results mix both",
+                s1 + " and " + s2 + " ran on different paths (kernel_path amx -> avx2; cpu_model Xeon -> EPYC; threads 2 "
+                                    "-> 1): the merged numbers mix both"}));
   EXPECT_NE(render_markdown(mixed).find("> Warning: " + s1 + " and " + s2 + " ran on different paths"),
             std::string::npos);
   EXPECT_TRUE(evaluate_gates(mixed, {parse_gate_rule("ears-0.6 n_requests == 30")}).all_passed);
+  // A part that stopped before loading the models (an empty shard) has no kernel path: the merged
+  // report states the other part's environment, whatever the order (it stated none).
+  meta2["environment"].erase("kernel_path");
+  std::ofstream(root / "s2" / kRunMetaFile, std::ios::trunc) << meta2.dump();
+  for (const auto& order : {std::vector<fs::path>{root / "s2", root / "s1"}, {root / "s1", root / "s2"}})
+    EXPECT_EQ(report_from_run_dirs(order, kDefaultBootstrapSeed, 100).environment.value("kernel_path", ""), "amx");
   fs::remove_all(root);
 }
 
