@@ -143,6 +143,9 @@ std::vector<Case> catalogue(const Paths& P) {
   yaml_case("top-p-0", "`top_p: 0`", "top_p: 1.0", "top_p: 0", "top_p");
   yaml_case("top-p-above-1", "`top_p: 1.5`", "top_p: 1.0", "top_p: 1.5", "top_p");
   yaml_case("max-new-tokens-0", "`max_new_tokens: 0`", "max_new_tokens: 4", "max_new_tokens: 0", "max_new_tokens");
+  // Every request would fail: validate and run exited 0 with a report of errors only.
+  yaml_case("max-new-tokens-past-context", "`max_new_tokens` at the target's context", "max_new_tokens: 4",
+            "max_new_tokens: 100000", "leaves no room for a prompt");
   yaml_case("unknown-verifier", "`type: fancy`", "type: baseline", "type: fancy", "fancy");
   yaml_case("float16-on-cpu", "`target.dtype: float16` on CPU", "target: {path: " + P.target.string() + "}",
             "target: {dtype: float16, path: " + P.target.string() + "}", "float16 is not computed on CPU");
@@ -342,6 +345,21 @@ std::vector<Case> catalogue(const Paths& P) {
                  return std::vector<std::string>{"run", (d / "exp.yaml").string(), "--threads", "1", "--quiet"};
                },
                0, "exceed the model's context", "exceeds the model's context"});
+  c.push_back({"every-prompt-beyond-context", "request", "every prompt longer than the context (a run)",
+               [=](const fs::path& d) {
+                 write(d / "data.jsonl", json{{"prompt", std::string(3000, 'x')}, {"answer", "1"}}.dump() + "\n");
+                 write(d / "exp.yaml", replaced(base_yaml(P, d / "out"), P.data.string(), (d / "data.jsonl").string()));
+                 return std::vector<std::string>{"run", (d / "exp.yaml").string(), "--threads", "1", "--quiet"};
+               },
+               2, "fills the model's context of 512 tokens"});
+  c.push_back({"every-prompt-beyond-max-new-tokens", "request", "every prompt + max_new_tokens past the context (a run)",
+               [=](const fs::path& d) {
+                 write(d / "data.jsonl", json{{"prompt", std::string(500, 'x')}, {"answer", "1"}}.dump() + "\n");
+                 std::string y = replaced(base_yaml(P, d / "out"), P.data.string(), (d / "data.jsonl").string());
+                 write(d / "exp.yaml", replaced(y, "max_new_tokens: 4", "max_new_tokens: 100"));
+                 return std::vector<std::string>{"run", (d / "exp.yaml").string(), "--threads", "1", "--quiet"};
+               },
+               2, "so every request would fail; lower max_new_tokens to"});
   c.push_back({"nan-logits", "request", "model.norm.weight overwritten with NaN",
                [=](const fs::path& d) {
                  const fs::path t = make_target(d / "target");

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 
 #include "datasets/dataset.h"
 #include "decoders/runtime.h"
@@ -37,7 +38,7 @@ ModelSet model_set(const config::TargetSpec& target, const config::ArmSpec& a) {
   return m;
 }
 
-// The prompts of `requests` as `m`'s tokenizer encodes them; warns when some are too long.
+// The prompts of `requests` as `m`'s tokenizer encodes them; fails when none fits, warns when some do not.
 void encode_prompts(ModelSet& m, const config::ExperimentSpec& spec, const std::vector<const Request*>& requests) {
   m.prompts.reserve(requests.size());
   for (const Request* r : requests) {
@@ -48,12 +49,30 @@ void encode_prompts(ModelSet& m, const config::ExperimentSpec& spec, const std::
       fail("request '{}' (dataset {}): the prompt encodes to no tokens; check the dataset's prompt field", r->id,
            spec.dataset.name);
   }
-  int64_t max_new = 0;
-  for (const auto& a : spec.arms) max_new = std::max<int64_t>(max_new, a.decoding.max_new_tokens);
+  int64_t max_new = 0, min_new = std::numeric_limits<int64_t>::max();
+  for (const auto& a : spec.arms) {
+    max_new = std::max<int64_t>(max_new, a.decoding.max_new_tokens);
+    min_new = std::min<int64_t>(min_new, a.decoding.max_new_tokens);
+  }
   const int64_t context = m.models.target->config().max_position_embeddings;
-  const auto too_long = std::count_if(m.prompts.begin(), m.prompts.end(), [&](const auto& pr) {
-    return context > 0 && static_cast<int64_t>(pr.size()) + max_new > context;
-  });
+  const auto exceed = [&](int64_t new_tokens) {
+    return std::count_if(m.prompts.begin(), m.prompts.end(), [&](const auto& pr) {
+      return context > 0 && static_cast<int64_t>(pr.size()) + new_tokens > context;
+    });
+  };
+  const auto too_long = exceed(max_new);
+  if (!m.prompts.empty() && exceed(min_new) == static_cast<std::ptrdiff_t>(m.prompts.size())) {
+    size_t shortest = m.prompts.front().size();
+    for (const auto& pr : m.prompts) shortest = std::min(shortest, pr.size());
+    const int64_t room = context - static_cast<int64_t>(shortest);
+    if (room < 1)
+      fail("dataset {}: every prompt ({} tokens at least) fills the model's context of {} tokens "
+           "(max_position_embeddings), so every request would fail; use shorter prompts",
+           spec.dataset.name, shortest, context);
+    fail("decoding.max_new_tokens: every prompt ({} tokens at least) + {} new tokens exceeds the model's context of "
+         "{} tokens (max_position_embeddings), so every request would fail; lower max_new_tokens to {} or less",
+         shortest, min_new, context, room);
+  }
   if (too_long > 0)
     fmt::print(stderr,
                "ears-bench: warning: {} of {} prompts + max_new_tokens ({}) exceed the model's context of {} "
@@ -62,6 +81,15 @@ void encode_prompts(ModelSet& m, const config::ExperimentSpec& spec, const std::
 }
 
 }  // namespace
+
+void check_max_new_tokens_fit(const config::ExperimentSpec& spec, int64_t context) {
+  int64_t min_new = std::numeric_limits<int64_t>::max();
+  for (const auto& a : spec.arms) min_new = std::min<int64_t>(min_new, a.decoding.max_new_tokens);
+  if (context > 0 && min_new >= context)
+    fail("decoding.max_new_tokens: {} leaves no room for a prompt in the target's context of {} tokens "
+         "(max_position_embeddings in {}/config.json); lower it below {}",
+         min_new, context, spec.target.path, context);
+}
 
 std::vector<ModelSet> assign_model_sets(const config::ExperimentSpec& spec, std::vector<ArmRun>& arms) {
   std::vector<ModelSet> sets;

@@ -45,9 +45,15 @@ struct ArmRun {
 // one set; then target-only arms on the first set of the target (a new one when there is none).
 std::vector<ModelSet> assign_model_sets(const config::ExperimentSpec& spec, std::vector<ArmRun>& arms);
 
+// An ears::Error when no request of any arm can fit the target's context (`context` positions,
+// max_position_embeddings; 0 = unknown): every arm's max_new_tokens alone reaching it. `validate`
+// checks this from config.json, a run again with the encoded prompts (load_model_sets).
+void check_max_new_tokens_fit(const config::ExperimentSpec& spec, int64_t context);
+
 // Loads every set: models, stop ids, the prompts (chat-formatted when dataset.prompt_format is
-// chat; an empty encoding is an ears::Error); warns on stderr when prompts + max_new_tokens exceed
-// the context. Then sets every arm's DecodeParams.
+// chat; an empty encoding is an ears::Error); an ears::Error when every prompt + max_new_tokens
+// exceeds the context in every arm (the run would record only errors), a warning on stderr when
+// some do. Then sets every arm's DecodeParams.
 void load_model_sets(std::vector<ModelSet>& sets, std::vector<ArmRun>& arms, const config::ExperimentSpec& spec,
                      const std::vector<const Request*>& requests, const Say& say);
 

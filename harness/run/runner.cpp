@@ -19,6 +19,7 @@
 #include "datasets/dataset.h"
 #include "decoders/engine.h"
 #include "decoders/layers.h"
+#include "decoders/model_config.h"
 #include "decoders/runtime.h"
 #include "harness/base/error.h"
 #include "harness/base/files.h"
@@ -552,6 +553,7 @@ int validate_experiment(const std::string& config_file, const std::vector<std::s
   // The config checks run.threads >= 0 on any machine; the upper bound is this machine's.
   check_threads(spec.run.threads, threads_key(config_file, overrides));
   check_model_dirs(config_file, spec);
+  check_max_new_tokens_fit(spec, ModelConfig::load(spec.target.path).max_position_embeddings);
   if (!fs::exists(fs::path(spec.target.path) / "tokenizer.json"))
     fail("{}: target.path '{}' has no tokenizer.json (the runner encodes the prompts with it); copy the model's "
          "tokenizer.json into that directory",
