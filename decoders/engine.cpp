@@ -154,7 +154,8 @@ std::vector<size_t> screen_context(const std::vector<GenRequest>& batch, const D
     r.finish_reason = "error";
     r.error = fmt::format(
         "prompt ({} tokens) + max_new_tokens ({}) exceeds the model's context of {} tokens "
-        "(max_position_embeddings); lower decoding.max_new_tokens or shorten the prompt",
+        "(max_position_embeddings); lower max_new_tokens (decoding.max_new_tokens, --max-new-tokens) or shorten "
+        "the prompt",
         prompt, p.max_new_tokens, context);
     r.stats.reset(gamma);
   }

@@ -380,6 +380,7 @@ TEST(Cli, OptionRangesAreOneLineErrorsBeforeAnyWork) {
       {gen + " --seed -1", "--seed: -1 is out of range; --seed must be a whole number from 0 to 18446744073709551615"},
       {gen + " --seed 99999999999999999999999", "--seed: 99999999999999999999999 is out of range"},
       {"bench e2e --quick --seed -1", "--seed: -1"},
+      {"bench e2e --quick --prompt-ids '  '", "--prompt-ids: no id given"},
       {train + " --seed -3", "--seed: -3"},
       // forward: the ids (and the draft's chain) within the model's context (20000 ids ran, exit 0).
       {"forward --model " + target + " --ids '" + repeated_id(1025) + "'",

@@ -123,7 +123,16 @@ void add_e2e_command(CLI::App* bench, CommonOptions& common, const std::shared_p
   // Not none: the speculative rows would time the target alone under their name.
   one_of(sub->add_option("--draft-kind", args->draft_kind, "eagle3 | model")->capture_default_str(), {"eagle3", "model"});
   sub->add_option("--dtype", args->dtype, "auto | bfloat16 | float32 | float16")->capture_default_str();
-  sub->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids (default: synth-gsm test problem 0 as a chat prompt, or 32 pseudo-random ids without a tokenizer)");
+  sub->add_option("--prompt-ids", args->prompt_ids,
+                  "Prompt token ids (default: synth-gsm test problem 0 as a chat prompt, or 32 pseudo-random ids "
+                  "without a tokenizer)")
+      ->check(CLI::Validator(
+          [](std::string& text) {  // given but blank ran the default prompt without a word
+            if (text.find_first_not_of(" \t\n") == std::string::npos)
+              fail("--prompt-ids: no id given; pass ids, e.g. \"1 2 3\", or leave the option out for the default prompt");
+            return std::string();
+          },
+          ""));
   param_range(sub->add_option("--temperature", args->temperatures, "Temperatures, e.g. 0,0.9 (default: 0 and 0.9)")
                   ->delimiter(','),
               ranges::kTemperature);
