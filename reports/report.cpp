@@ -397,6 +397,7 @@ RunMeta merge_run_meta(const std::vector<RunMeta>& metas) {
         fail("arm '{}' has different verifiers in the runs being merged ({} vs {}); rename one of the arms", a.name,
              it->verifier.dump(), a.verifier.dump());
       it->wall_s += a.wall_s;  // NaN (unknown) in any shard makes the total unknown
+      it->timed_results = it->timed_results < 0 || a.timed_results < 0 ? -1 : it->timed_results + a.timed_results;
     }
   }
   return out;

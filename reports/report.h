@@ -40,6 +40,7 @@ struct ArmInput {
   std::string name;
   nlohmann::json verifier;  // e.g. {"type": "ears", "beta": 0.5}; sweeps group on type + beta
   double wall_s = nan_value();
+  int64_t timed_results = -1;  // results whose generation wall_s covers; -1 = unknown
 
   // The field list (reports/fields.h): run_meta.json arms[].
   using FieldListTag = void;
@@ -49,6 +50,10 @@ struct ArmInput {
     v("verifier", a.verifier, "the verifier as configured, e.g. {\"type\": \"ears\", \"beta\": 0.5}",
       kFieldValue | kFieldObject);
     v("wall_s", a.wall_s, "Σ of the arm's generation wall time, s; null/absent = unknown (Σ latencies is used)", 0);
+    v("timed_results", a.timed_results,
+      "results.jsonl lines of the arm that wall_s covers; -1/absent = unknown. A resume that finds fewer (lines "
+      "deleted by hand) drops wall_s: it timed results that are gone",
+      0);
   }
   // Reading an entry of 'arms': an ears::Error naming `origin` unless it has a string 'name';
   // returns "arm 'NAME'" for later messages.

@@ -112,6 +112,37 @@ TEST(RunnerCli, ResumeAfterSigkillMatchesAnUninterruptedRun) {
     EXPECT_EQ(report["arms"][i]["metrics"]["n_requests"], 30);
   }
   EXPECT_EQ(read_json(dir / "run_meta.json")["environment"]["resumed"].size(), 1u);
+  // A kill costs at most one batch's wall time: each arm keeps its measured wall time.
+  for (int i = 0; i < 2; ++i) EXPECT_FALSE(report["arms"][i]["metrics"]["wall_from_latencies"].get<bool>()) << i;
+}
+
+// Lines deleted by hand to redo them: the arm's recorded wall time covered results that are gone,
+// and added to the redo's it understated tok/s without a word. The resume says so and the arm's
+// speed comes from Σ latencies; the other arm keeps its wall time.
+TEST(RunnerCli, ResumeAfterDeletedLinesDropsTheirWallTime) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path& ref = reference_run();
+  const fs::path dir = env().root / "deleted";
+  fs::copy(ref, dir, fs::copy_options::recursive);
+  const json ref_report = read_json(ref / "report.json");
+  const std::string arm = ref_report["arms"][1]["name"].get<std::string>();
+  std::string kept;
+  {
+    std::ifstream in(dir / "results.jsonl");
+    for (std::string line; std::getline(in, line);)
+      if (json::parse(line)["arm"] != arm) kept += line + "\n";
+  }
+  std::ofstream(dir / "results.jsonl", std::ios::trunc) << kept;
+  Proc p = cli({"run", "--resume", dir.string(), "--threads", "1"});
+  ASSERT_EQ(p.exit_code, 0) << show(p);
+  EXPECT_NE(p.err.find("warning: arm '" + arm + "' has 0 result(s) of the 30 its recorded wall time covers"),
+            std::string::npos)
+      << p.err;
+  const json report = read_json(dir / "report.json");
+  EXPECT_FALSE(report["arms"][0]["metrics"]["wall_from_latencies"].get<bool>());
+  EXPECT_EQ(report["arms"][0]["metrics"]["wall_s"], ref_report["arms"][0]["metrics"]["wall_s"]);
+  EXPECT_TRUE(report["arms"][1]["metrics"]["wall_from_latencies"].get<bool>());
+  EXPECT_EQ(report["arms"][1]["metrics"]["n_requests"], 30);
 }
 
 // A session resumed on another kernel path (EARS_KERNELS set this time) records its path facts and

@@ -339,10 +339,11 @@ void start_meta(Run& r) {
     const config::ArmSpec& spec = r.spec.arms[i];
     r.arms[i].spec = &spec;
     double wall = 0;
+    int64_t timed = r.resume ? -1 : 0;  // a resumed run's prior count, unknown until read
     for (const auto& a : r.prior.arms)
-      if (a.name == spec.name && std::isfinite(a.wall_s)) wall = a.wall_s;
+      if (a.name == spec.name && std::isfinite(a.wall_s)) wall = a.wall_s, timed = a.timed_results;
     r.arms[i].wall_s = wall;
-    meta.arms.push_back(ArmInput{spec.name, verifier_json(spec), wall});
+    meta.arms.push_back(ArmInput{spec.name, verifier_json(spec), wall, timed});
   }
 }
 
@@ -370,9 +371,20 @@ void find_done(Run& r) {
   for (auto& arm : r.arms) {
     bool had_wall = false;
     for (const auto& a : r.prior.arms) had_wall |= a.name == arm.spec->name && std::isfinite(a.wall_s);
-    const bool has_results =
-        std::any_of(r.done.begin(), r.done.end(), [&](const ResultKey& k) { return k.arm == arm.spec->name; });
-    if (!had_wall && has_results) arm.wall_s = nan_value();
+    const auto present =
+        std::count_if(r.done.begin(), r.done.end(), [&](const ResultKey& k) { return k.arm == arm.spec->name; });
+    if (!had_wall && present > 0) arm.wall_s = nan_value();
+    // Fewer results than the recorded wall time covers (lines deleted by hand, to redo them): that
+    // time counted results that are gone, and added to the redo it understated tok/s silently.
+    ArmInput& recorded = r.meta.arms[static_cast<std::size_t>(&arm - r.arms.data())];
+    if (std::isfinite(arm.wall_s) && recorded.timed_results > present) {
+      r.say(fmt::format("warning: arm '{}' has {} result(s) of the {} its recorded wall time covers; its throughput "
+                        "is computed from Σ latencies",
+                        arm.spec->name, present, recorded.timed_results));
+      arm.wall_s = nan_value();
+    }
+    recorded.wall_s = arm.wall_s;
+    recorded.timed_results = std::isfinite(arm.wall_s) && recorded.timed_results >= 0 ? present : -1;
   }
 }
 
@@ -447,6 +459,7 @@ void run_batch(Run& r, const WorkUnit& u, Engine& engine, const std::vector<std:
   out.writer.sync();
   out.progress.add(static_cast<int64_t>(idxs.size()), out_tokens, emitted, steps);
   r.meta.arms[u.arm].wall_s = a.wall_s;
+  if (r.meta.arms[u.arm].timed_results >= 0) r.meta.arms[u.arm].timed_results += static_cast<int64_t>(idxs.size());
   write_run_meta(r.meta, r.dir);
 }
 
