@@ -163,6 +163,11 @@ std::vector<GateRule> parse_gate_rules_file(const std::string& text, const std::
   int n = 0;
   for (std::string line; std::getline(in, line);) {
     ++n;
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF
+    // A control byte (NUL cut the message short, ESC reached the terminal) is named, not echoed.
+    for (const char ch : line)
+      if (static_cast<unsigned char>(ch) < 0x20 && ch != '\t')
+        fail("{}:{}: control character U+{:04X} in the rules file; remove it", label, n, static_cast<unsigned char>(ch));
     if (const auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
     if (trim(line).empty()) continue;
     out.push_back(parse_gate_rule(line, fmt::format("{}:{}", label, n)));

@@ -422,6 +422,14 @@ std::pair<int, int> shard_of(const RunMeta& m) {
   return {i, n};
 }
 
+// How a run directory divides the run, for messages: "1/3", "a merge of shards [0,2]" or "whole run".
+std::string part_label(const RunMeta& m) {
+  if (const auto it = m.dataset.find("shard"); it != m.dataset.end() && it->is_string()) return it->get<std::string>();
+  if (const auto it = m.dataset.find("merged_shards"); it != m.dataset.end())
+    return fmt::format("a merge of shards {}", it->dump());
+  return "whole run";
+}
+
 // The runs must be disjoint parts of one experiment: no directory twice, each shard once, one
 // shard count, no whole run beside shards, and the same config, models and dataset (unless
 // `force`: then the differences become warnings); parts on different paths (kPathFacts) are
@@ -450,9 +458,10 @@ std::vector<int> check_parts(const std::vector<RunMeta>& metas, const std::vecto
            s.second ? fmt::format("are the same shard ({}/{}) of the run", s.first, s.second) : "are both a whole run",
            s.second ? "merge each shard once" : "pass the shards of one run (or one run alone)");
     if (!seen.empty() && seen.begin()->first.second != s.second)
-      fail("{} ({}) and {} ({}) split the run differently: their results overlap; merge shards of one --shard i/N split",
-           dirs[seen.begin()->second].string(), metas[seen.begin()->second].dataset.value("shard", "whole run"),
-           dirs[i].string(), metas[i].dataset.value("shard", "whole run"));
+      fail("{} ({}) and {} ({}) split the run differently: their results overlap; merge shards of one --shard i/N split "
+           "(a merged directory takes no more shards: merge the shard directories themselves)",
+           dirs[seen.begin()->second].string(), part_label(metas[seen.begin()->second]), dirs[i].string(),
+           part_label(metas[i]));
     seen.emplace(s, i);
     if (const auto paths = path_fact_differences(metas[0].environment, metas[i].environment); !paths.empty())
       warnings.push_back(fmt::format("{} and {} ran on different paths ({}): the merged numbers mix both",

@@ -122,6 +122,18 @@ TEST(GateGrammar, RulesFilesSkipCommentsAndNameTheLine) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()).rfind("r.txt:3: ", 0), 0u) << e.what();
   }
+  // A control byte is named, not printed (a NUL cut the message short, ESC reached the terminal);
+  // CRLF line ends stay fine.
+  EXPECT_EQ(parse_gate_rules_file("ears: accuracy >= 0\r\n", "r").size(), 1u);
+  for (const char ch : {'\0', '\x1b'}) {
+    try {
+      parse_gate_rules_file(std::string("ears: accuracy >= 0\nears: accuracy >= 1") + ch + "junk\n", "r.txt");
+      ADD_FAILURE() << int(ch);
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), fmt::format("r.txt:2: control character U+{:04X} in the rules file; remove it",
+                                                   static_cast<int>(ch)));
+    }
+  }
 }
 
 TEST(GateGrammar, ConfigRulesRoundTrip) {

@@ -676,6 +676,15 @@ TEST(RunDir, MergeRefusesOverlapsMixesAndOverwrites) {
   EXPECT_NE(report({root / "whole", root / "whole2"}).find("are both a whole run: their results overlap"), std::string::npos);
   EXPECT_NE(report({root / "s2", root / "s2again"}).find("are the same shard (1/2)"), std::string::npos);
   EXPECT_NE(report({root / "s2", root / "third"}).find("split the run differently"), std::string::npos);
+  // A partial merge is not "whole run" (it was called that beside the shard it lacks).
+  json merged_meta = json::parse(test::read_file(root / "s2" / kRunMetaFile));
+  merged_meta["dataset"].erase("shard");
+  merged_meta["dataset"]["merged_shards"] = json::array({"1/2"});
+  fs::create_directories(root / "m2");
+  fs::copy_file(root / "s2" / kResultsFile, root / "m2" / kResultsFile);
+  std::ofstream(root / "m2" / kRunMetaFile) << merged_meta.dump();
+  EXPECT_NE(report({root / "m2", root / "third"}).find("(a merge of shards [\"1/2\"])"), std::string::npos)
+      << report({root / "m2", root / "third"});
 
   // One shard of two: partial, the missing index named (JSON and warning).
   const Report one = report_from_run_dirs({root / "s2"});
