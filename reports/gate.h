@@ -60,6 +60,11 @@ std::vector<GateRule> parse_gate_rules_file(const std::string& text, const std::
 std::vector<GateRule> expand_gate_rules(const std::vector<GateRule>& rules, const std::vector<std::string>& arms,
                                         const std::string& baseline, const std::string& where = "gate");
 
+// A rule's [index] past the array its metric will have, where the config fixes that length
+// (an interval: 2 bounds; acceptance_per_position: the arm's gamma; accept_length_hist: gamma + 2;
+// `gamma` 0 for an arm that does not draft): refused before a run (it failed after the whole run).
+void check_gate_index(const GateRule& rule, int64_t gamma, const std::string& where);
+
 // The rules stored in a report's config (report.json config.gates: [{arm, metric, op, value}]).
 std::vector<GateRule> gate_rules_from_config(const nlohmann::json& config);
 

@@ -518,6 +518,15 @@ TEST(ConfigGates, InExperimentBothFormsAndArmChecks) {
   EXPECT_EQ(more.gates[0], (GateRule{"base", "n_errors", "==", 0}));
   EXPECT_EQ(more.gates[2], (GateRule{"ears", "acceptance_per_position[0]", ">", 0.2}));
   EXPECT_EQ(more.gates[3], (GateRule{"ears", "accuracy_delta_ci95[0]", ">=", -5}));
+  // An entry past what the arm's gamma gives (5 positions) is refused here, not after the run.
+  EXPECT_EQ(error_of(kBase + "gates: [\"ears: acceptance_per_position[5] > 0\"]\n"),
+            "t.yaml:18:9: gates.0: ears: acceptance_per_position[5] > 0: index 5 is past the end of "
+            "acceptance_per_position, which has 5 entries at gamma 5; use an index below 5");
+  EXPECT_EQ(parse(kBase + "gates: [\"ears: acceptance_per_position[2] > 0\"]\n", {"arms.1.decoding.gamma=3"}).gates.size(),
+            1u);
+  EXPECT_NE(error_of(kBase + "gates: [\"ears: acceptance_per_position[3] > 0\"]\n", {"arms.1.decoding.gamma=3"})
+                .find("which has 3 entries at gamma 3"),
+            std::string::npos);
   EXPECT_NE(error_of(kBase + "gates:\n  - {metric: accuracy, op: \">=\", value: 1, extra: 2}\n").find("gates.0.extra: unknown key"),
             std::string::npos);
   EXPECT_NE(error_of(kBase + "gates:\n  - {metric: accuracy, op: \">=\", value: lots}\n").find("'lots' is not a number"),

@@ -254,6 +254,33 @@ TEST(GateEvaluate, APartialReportFailsUnlessAllowed) {
   EXPECT_FALSE(evaluate_gates(r, {GateRule{"ears", "mean_accept_length", ">=", 9}}, true).all_passed);
 }
 
+// An [index] past an array whose length the config fixes is refused before the run (it failed after
+// the whole run): interval bounds 2, per draft position gamma, the accept-length histogram gamma + 2.
+TEST(GateGrammar, IndicesPastTheConfiguredLengthAreRefused) {
+  const auto error_of = [](const std::string& metric, int64_t gamma) -> std::string {
+    try {
+      check_gate_index(GateRule{"ears", metric, ">=", 0}, gamma, "gates.0");
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  for (const auto& [metric, gamma] : std::vector<std::pair<std::string, int64_t>>{
+           {"accuracy_ci95[1]", 5}, {"throughput_gain_ci95[0]", 0}, {"acceptance_per_position[4]", 5},
+           {"accept_length_hist[6]", 5}, {"accept_length_hist[1]", 0}, {"mean_accept_length", 5}})
+    EXPECT_EQ(error_of(metric, gamma), "") << metric;
+  EXPECT_EQ(error_of("accuracy_ci95[2]", 5),
+            "gates.0: ears: accuracy_ci95[2] >= 0: index 2 is past the end of accuracy_ci95, which has 2 entries; use an "
+            "index below 2");
+  EXPECT_EQ(error_of("acceptance_per_position[5]", 5),
+            "gates.0: ears: acceptance_per_position[5] >= 0: index 5 is past the end of acceptance_per_position, which "
+            "has 5 entries at gamma 5; use an index below 5");
+  EXPECT_NE(error_of("accept_length_hist[7]", 5).find("which has 7 entries at gamma 5"), std::string::npos);
+  EXPECT_EQ(error_of("acceptance_per_position[0]", 0),
+            "gates.0: ears: acceptance_per_position[0] >= 0: acceptance_per_position is empty for arm 'ears' (it does "
+            "not draft); drop the rule");
+}
+
 // An arm without a single request measured (a run that failed before its first result) passes no
 // check, not even "n_errors == 0", which it did.
 TEST(GateEvaluate, AnArmWithoutRequestsPassesNothing) {

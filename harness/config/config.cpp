@@ -183,7 +183,11 @@ void read_gates(const At& at, ExperimentSpec& s) {
     const Node g = gates[i];
     const std::string path = fmt::format("gates.{}", i), where_at = fmt::format("{}: {}", where(c, g), path);
     const GateRule rule = g.IsMap() ? read_gate_map(c, g, path) : parse_gate_rule(as_string(c, g, path), where_at);
-    for (GateRule& r : expand_gate_rules({rule}, names, baseline, where_at)) s.gates.push_back(std::move(r));
+    for (GateRule& r : expand_gate_rules({rule}, names, baseline, where_at)) {
+      const ArmSpec& arm = *std::find_if(s.arms.begin(), s.arms.end(), [&](const ArmSpec& a) { return a.name == r.arm; });
+      check_gate_index(r, arm.draft.kind == "none" ? 0 : arm.decoding.gamma, where_at);
+      s.gates.push_back(std::move(r));
+    }
   }
 }
 
