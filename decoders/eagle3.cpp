@@ -307,7 +307,13 @@ class Eagle3Drafter final : public Drafter {
       for (int64_t b = 0; b < B; ++b)
         ids[static_cast<size_t>(b)] = drafts[static_cast<size_t>(b * gamma + j)] = map[top.ids[static_cast<size_t>(b)]];
       if (j + 1 < gamma) {
-        Eagle3Head::Output o = head_.forward_host(ids, 1, {}, hidden, first_row, cache_);
+        // Past the head's RoPE table (the chain runs gamma - 1 positions on, at a long context's end)
+        // the step takes the tensor path, which rounds alike; forward_host refused it mid-chain.
+        Eagle3Head::Output o =
+            head_.host_step_ready({}, hidden, 1, cache_)
+                ? head_.forward_host(ids, 1, {}, hidden, first_row, cache_)
+                : head_.forward(at::tensor(ids, head_.draft_to_target().options()).view({B, 1}), hidden,
+                                /*from_target=*/false, cache_);
         logits = o.logits.select(1, 0);
         hidden = o.prenorm;
       }

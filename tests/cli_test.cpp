@@ -104,6 +104,26 @@ TEST(Cli, ForwardWithDraftMatchesEagle3Fixture) {
   }
 }
 
+// At a context's end the draft chain runs past the head's RoPE table (the bundled pair: 1024
+// positions): the raw-rows step failed mid-chain ("Eagle3Head::forward_host: ... check
+// host_step_ready first", exit 2) on every CPU kernel path. Now that step takes the tensor path
+// and T = 0 speculation still equals the target's greedy output.
+TEST(Cli, SpeculationAtTheEndOfTheContextEqualsGreedy) {
+  const fs::path models = ears::test::source_dir() / "models";
+  std::string ids;
+  for (int i = 0; i < 950; ++i) ids += std::to_string(5 + (i * 7) % 300) + " ";
+  const std::string base = "generate --json --threads 1 --target " + (models / "tiny-qwen3").string() +
+                           " --temperature 0 --max-new-tokens 74 --ids '" + ids + "'";
+  const auto greedy = run_ears(base);
+  ASSERT_EQ(greedy.exit_code, 0) << greedy.err;
+  for (const char* gamma : {"5", "16"}) {
+    const auto spec = run_ears(base + " --draft " + (models / "tiny-eagle3").string() + " --gamma " + gamma);
+    ASSERT_EQ(spec.exit_code, 0) << gamma << ": " << spec.err;
+    EXPECT_EQ(json::parse(spec.out)["ids"], json::parse(greedy.out)["ids"]) << gamma;
+    EXPECT_EQ(json::parse(spec.out)["ids"].size(), 74u);
+  }
+}
+
 TEST(Cli, GenerateGreedyMatchesFixtureWithAndWithoutDraft) {
   EARS_REQUIRE_SHARED("fixtures/eagle3-tiny");
   json expected = json::parse(ears::test::read_file(shared_dir() / "fixtures/qwen3-tiny/expected.json"));
@@ -391,6 +411,7 @@ TEST(Cli, OptionRangesAreOneLineErrorsBeforeAnyWork) {
       {"tokenize --tokenizer " + target + " --text '\xff\xfe bad'", "--text: not valid UTF-8 (byte 0xFF at offset 0)"},
       {"generate --target " + target + " --prompt 'caf\xe9'", "--prompt: not valid UTF-8 (byte 0xE9 at offset 3)"},
       {gen + " --stop ''", "--stop: an empty string"},
+      {"tokenize --tokenizer " + target + " --jsonl /dev/zero", "--jsonl /dev/zero: not a regular file"},
       {gen + " --stop '\xff'", "--stop: not valid UTF-8"},
       {fwd + " --last 0", "--last: 0 is out of range; --last must be >= 1"},
       {fwd + " --last -5", "--last: -5"},
@@ -556,6 +577,12 @@ TEST(Cli, GenerateJsonSaysWhatRan) {
   const json j = json::parse(r.out);
   ASSERT_TRUE(j.contains("env")) << r.out;
   EXPECT_EQ(j["env"]["threads"], 1);
+  EXPECT_GE(j["stats"]["mean_accept_length"].get<double>(), 1.0);
+  // One new token is the prefill's: no step, so no τ (it said 0, below τ's least value 1).
+  const auto one = run_ears("generate --json --threads 1 --target " + (models / "tiny-qwen3").string() +
+                            " --ids '24 26 221' --max-new-tokens 1");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_TRUE(json::parse(one.out)["stats"]["mean_accept_length"].is_null()) << one.out;
   for (const char* k : {"omp_wait_policy", "cpu_isa", "kernel_path", "libtorch", "load_average_1m_start"})
     EXPECT_TRUE(j["env"].contains(k)) << k;
   EXPECT_FALSE(j["env"].contains("torch_version")) << r.out;

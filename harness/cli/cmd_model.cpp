@@ -119,6 +119,9 @@ struct TokenizeArgs {
 // --jsonl FILE: one JSON string per line in; one {"ids": [...], "decoded": "..."} per line out
 // (many strings in one process: each LibTorch-linked process costs ~0.4 s to start).
 int tokenize_lines(const Tokenizer& tok, const std::string& file) {
+  // A device or a pipe (/dev/zero) was read until the memory ran out.
+  if (!std::filesystem::is_regular_file(file))
+    fail("--jsonl {}: not a regular file; pass a file of JSON strings, one per line", file);
   std::istringstream in(read_file(file, "the --jsonl input"));
   int n = 0;
   for (std::string line; std::getline(in, line);) {
@@ -191,7 +194,7 @@ json generate_json(const GenResult& r, double load_s, const GenerateArgs& a, int
                 {"bonus", st.bonus},
                 {"pardoned", st.pardoned},
                 {"accepted_per_position", st.accepted_per_position},
-                {"mean_accept_length", st.mean_accept_length()},
+                {"mean_accept_length", st.steps ? json(st.mean_accept_length()) : json()},  // τ: null without a step
                 {"distortion_tv_mean", st.distortion_n ? st.distortion_sum / st.distortion_n : 0.0},
                 {"ttft_s", r.ttft_s},
                 {"latency_s", r.latency_s},
@@ -245,9 +248,9 @@ int run_generate(const GenerateArgs& a, CommonOptions& common) {
   const int64_t new_tokens = static_cast<int64_t>(r.ids.size());
   fmt::print("{}\n", r.text.empty() && !m.tokenizer ? fmt::format("{}", fmt::join(r.ids, " ")) : r.text);
   fmt::print(stderr, "[{} new tokens in {:.3f} s ({:.1f} tok/s; ttft {:.3f} s, decode {:.3f} s); steps {}, "
-             "mean accept length {:.2f}, finish: {}]\n",
-             new_tokens, r.latency_s, output_tokens_per_s(r), r.ttft_s,
-             r.latency_s - r.ttft_s, st.steps, st.mean_accept_length(), r.finish_reason);
+             "mean accept length {}, finish: {}]\n",
+             new_tokens, r.latency_s, output_tokens_per_s(r), r.ttft_s, r.latency_s - r.ttft_s, st.steps,
+             st.steps ? fmt::format("{:.2f}", st.mean_accept_length()) : std::string("n/a"), r.finish_reason);
   return 0;
 }
 
