@@ -31,7 +31,7 @@ namespace {
 void check_no_extra_layers(const Checkpoint& ck, int64_t n_layers, const std::filesystem::path& dir) {
   const std::string prefix = "model.layers.";
   for (const std::string& name : ck.names()) {
-    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    if (!name.starts_with(prefix)) continue;
     const size_t dot = name.find('.', prefix.size());
     const std::string index = name.substr(prefix.size(), dot - prefix.size());
     if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos || index.size() > 9) continue;

@@ -176,9 +176,8 @@ struct FileReader {
     const auto it = j.find(key);
     std::string value = it == j.end() ? std::string("absent") : it->dump();
     if (value.size() > 60) value = value.substr(0, 57) + "...";
-    const bool report = origin.size() >= 11 && origin.compare(origin.size() - 11, 11, "report.json") == 0;
     fail("{}: {}'{}' has the wrong type ({}); {}", origin, owner.empty() ? "" : owner + ": ", key, value,
-         report ? "restore the file or re-render it with 'ears-bench report RUN_DIR'"
+         origin.ends_with("report.json") ? "restore the file or re-render it with 'ears-bench report RUN_DIR'"
                 : "the file was edited: restore it as ears-bench wrote it");
   }
 

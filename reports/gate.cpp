@@ -178,10 +178,8 @@ std::vector<GateRule> parse_gate_rules_file(const std::string& text, const std::
 void check_gate_index(const GateRule& rule, int64_t gamma, const std::string& where) {
   int index = -1;
   const std::string name = split_metric(rule.metric, index, where);
-  const auto ends_with = [&](std::string_view tail) {
-    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
-  };
-  const int64_t length = ends_with("_ci95")                  ? 2
+  const bool interval = name.ends_with("_ci95");
+  const int64_t length = interval                            ? 2
                          : name == "acceptance_per_position" ? gamma
                          : name == "accept_length_hist"      ? gamma + 2
                                                              : -1;
@@ -189,7 +187,7 @@ void check_gate_index(const GateRule& rule, int64_t gamma, const std::string& wh
   if (length == 0)
     fail("{}: {}: {} is empty for arm '{}' (it does not draft); drop the rule", where, to_string(rule), name, rule.arm);
   fail("{}: {}: index {} is past the end of {}, which has {} entries{}; use an index below {}", where, to_string(rule),
-       index, name, length, ends_with("_ci95") ? "" : fmt::format(" at gamma {}", gamma), length);
+       index, name, length, interval ? "" : fmt::format(" at gamma {}", gamma), length);
 }
 
 std::vector<GateRule> expand_gate_rules(const std::vector<GateRule>& rules, const std::vector<std::string>& arms,

@@ -368,7 +368,9 @@ void find_done(Run& r) {
   for (const auto& a : r.spec.arms) names.push_back(a.name);
   r.done = read_done(r.results_path(), names);
   check_done_in_run(r);
-  for (auto& arm : r.arms) {
+  for (std::size_t i = 0; i < r.arms.size(); ++i) {
+    ArmRun& arm = r.arms[i];
+    ArmInput& recorded = r.meta.arms[i];
     bool had_wall = false;
     for (const auto& a : r.prior.arms) had_wall |= a.name == arm.spec->name && std::isfinite(a.wall_s);
     const auto present =
@@ -376,14 +378,13 @@ void find_done(Run& r) {
     if (!had_wall && present > 0) arm.wall_s = nan_value();
     // Fewer results than the recorded wall time covers (lines deleted by hand, to redo them): that
     // time counted results that are gone, and added to the redo it understated tok/s silently.
-    ArmInput& recorded = r.meta.arms[static_cast<std::size_t>(&arm - r.arms.data())];
+    // (run_experiment copies arm.wall_s into the recorded arm next.)
     if (std::isfinite(arm.wall_s) && recorded.timed_results > present) {
       r.say(fmt::format("warning: arm '{}' has {} result(s) of the {} its recorded wall time covers; its throughput "
                         "is computed from Σ latencies",
                         arm.spec->name, present, recorded.timed_results));
       arm.wall_s = nan_value();
     }
-    recorded.wall_s = arm.wall_s;
     recorded.timed_results = std::isfinite(arm.wall_s) && recorded.timed_results >= 0 ? present : -1;
   }
 }
