@@ -172,18 +172,25 @@ struct FileReader {
   void derived(const char*, double, const char*) {}
 
  private:
+  std::string fix() const {
+    return origin.ends_with("report.json") ? "restore the file or re-render it with 'ears-bench report RUN_DIR'"
+                                           : "the file was edited: restore it as ears-bench wrote it";
+  }
   [[noreturn]] void wrong_type(const char* key) const {
     const auto it = j.find(key);
     std::string value = it == j.end() ? std::string("absent") : it->dump();
     if (value.size() > 60) value = value.substr(0, 57) + "...";
-    fail("{}: {}'{}' has the wrong type ({}); {}", origin, owner.empty() ? "" : owner + ": ", key, value,
-         origin.ends_with("report.json") ? "restore the file or re-render it with 'ears-bench report RUN_DIR'"
-                : "the file was edited: restore it as ears-bench wrote it");
+    fail("{}: {}'{}' has the wrong type ({}); {}", origin, owner.empty() ? "" : owner + ": ", key, value, fix());
+  }
+  [[noreturn]] void missing(const char* key) const {
+    fail("{}: {}no '{}'; {}", origin, owner.empty() ? "" : owner + " has ", key, fix());
   }
 
   template <class T>
   void read(const char* key, T& member, const char* /*doc*/, unsigned flags) {
     const auto it = j.find(key);
+    if constexpr (!is_entrywise_list<T>::value)  // a list says "missing array" (read_entries)
+      if ((flags & kFieldRequired) && it == j.end()) missing(key);
     if constexpr (std::is_same_v<T, json>) {
       // Every free-form field (config, environment, dataset, verifier) is a JSON object.
       if (it != j.end() && !it->is_null() && !it->is_object()) wrong_type(key);
@@ -200,7 +207,6 @@ struct FileReader {
       }
     } else if constexpr (FieldListed<T>) {
       if (it != j.end()) member = it->template get<T>();
-      else if (flags & kFieldRequired) fail("{}: {} has no '{}'", origin, owner, key);
     } else if constexpr (is_entrywise_list<T>::value) {
       read_entries(it, key, member, flags);
     } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {

@@ -131,7 +131,9 @@ struct Report {
   template <class S, class V>
   static void fields(S& r, V& v) {
     v("schema_version", r.schema_version, "1; a reader refuses a newer one", kFieldRequired);
-    v("partial", r.partial, "a run was interrupted, results are missing or the arms' request sets differ", 0);
+    // Required: a report without it would gate as whole (every ears-bench wrote it).
+    v("partial", r.partial, "a run was interrupted, results are missing or the arms' request sets differ",
+      kFieldRequired);
     v("baseline", r.baseline, "the arm every comparison is against", 0);
     experiment_fields(r, v);
     v("sources", r.sources, "run directories merged into this report (may be empty)", 0);

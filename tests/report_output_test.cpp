@@ -196,6 +196,8 @@ TEST(Report, BuildAndJsonRoundTrip) {
   const JsonEdits edits = {
       {[](json& d) { d["baseline"] = 5; }, "runs/x/report.json: 'baseline' has the wrong type (5); restore the file"},
       {[](json& d) { d["partial"] = "no"; }, "'partial' has the wrong type (\"no\")"},
+      // Without 'partial' it gated as a whole run.
+      {[](json& d) { d.erase("partial"); }, "runs/x/report.json: no 'partial'; restore the file"},
       {[](json& d) { d["config"] = json::array({1}); }, "'config' has the wrong type ([1])"},
       {[](json& d) { d["environment"] = 5; }, "'environment' has the wrong type (5)"},
       {[](json& d) { d["arms"][1]["verifier"] = "ears"; }, "'verifier' has the wrong type (\"ears\")"},
