@@ -177,8 +177,12 @@ void notices(std::string& md, const Report& r) {
   if (parameters.is_number() && parameters.get<double>() < kToyModelParameters && !is_toy_dataset(text_at(r.dataset, {"name"})))
     md += fmt::format("> **Toy models** ({}): these numbers show the harness works, not model quality. "
                       "Run a real target and draft for accuracy and speed claims.\n\n", parameters_text(env));
+  // Requests, not (request, repeat) pairs: repeats of a request are not independent evidence.
   long fewest = -1;
-  for (const auto& c : r.comparisons) fewest = fewest < 0 ? c.n_pairs : std::min<long>(fewest, c.n_pairs);
+  for (const auto& c : r.comparisons) {
+    const long n = c.n_paired_requests > 0 ? c.n_paired_requests : c.n_pairs;  // a report.json from before the field
+    fewest = fewest < 0 ? n : std::min(fewest, n);
+  }
   if (fewest >= 0 && fewest < kSmallSamplePairs)
     md += fmt::format("> **Small sample**: {} paired request(s) (fewer than {}). The intervals are wide and no "
                       "difference below is conclusive; run more requests (dataset.n) before drawing conclusions.\n\n",
@@ -209,11 +213,30 @@ void results_table(std::string& md, const Report& r) {
                       ci(c.latency_change_ci95, 1, true), tau, acc);
   }
   md += "\nτ = tokens emitted per target verification step, bonus/correction token included (vLLM / Spec-Bench). "
-        "Accuracy: 95% Wilson interval. Relative gains: paired by (request, repeat), 95% paired bootstrap "
+        "Accuracy: the scorer's primary metric (GSM8K strict-match, QA exact match; report.json has "
+        "flexible-extract and F1 too), 95% Wilson interval over requests. Relative gains: paired by (request, repeat), 95% paired bootstrap "
         "intervals over requests";
   if (!r.comparisons.empty())
     md += fmt::format(" (B={}, seed {})", r.comparisons.front().bootstrap_resamples, r.comparisons.front().bootstrap_seed);
-  md += "; accuracy change in percentage points with an exact McNemar test.\n\n";
+  md += "; accuracy change in percentage points with an exact McNemar test (over requests: with repeats, the "
+        "paired sign-flip test it generalises).\n\n";
+  for (const auto& c : r.comparisons)
+    if (c.pairs_only)
+      md += fmt::format("> {} and {} failed different requests: their gains cover the {} pair(s) both finished, "
+                        "from Σ latencies over them (not the table's wall-time rates).\n\n",
+                        cell(c.arm), cell(c.baseline), c.n_pairs);
+  if (std::any_of(r.comparisons.begin(), r.comparisons.end(), [](const auto& c) { return std::isfinite(c.specbench_speedup); })) {
+    md += "Spec-Bench speedup (the mean of per-request output tokens/s ÷ the baseline's, over the pairs):";
+    for (const auto& c : r.comparisons) {
+      md += fmt::format(" {} {}", cell(c.arm),
+                        std::isfinite(c.specbench_speedup) ? fmt::format("×{:.2f}", c.specbench_speedup) : kNa);
+      if (finite(c.specbench_speedup_ci95))
+        md += fmt::format(" [{:.2f}, {:.2f}]", c.specbench_speedup_ci95.lo, c.specbench_speedup_ci95.hi);
+      md += ";";
+    }
+    md.back() = '.';
+    md += "\n\n";
+  }
   if (!r.comparisons.empty()) {
     md += "Outputs identical to the baseline's (same ids and text; every pair when both arms decode greedily):";
     for (const auto& c : r.comparisons) md += fmt::format(" {} {}/{};", cell(c.arm), c.identical_outputs, c.n_pairs);

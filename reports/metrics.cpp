@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <set>
 #include <utility>
 
 #include "harness/base/error.h"
@@ -34,13 +35,38 @@ double mean(const std::vector<double>& v) {
 
 Interval wilson_interval(int64_t successes, int64_t n, double z) {
   if (n <= 0) return {};
+  return wilson_interval_of(static_cast<double>(successes) / static_cast<double>(n), n, z);
+}
+
+Interval wilson_interval_of(double p, int64_t n, double z) {
+  if (n <= 0 || !std::isfinite(p)) return {};
   const double nn = static_cast<double>(n);
-  const double p = static_cast<double>(successes) / nn;
   const double z2 = z * z;
   const double denom = 1 + z2 / nn;
   const double centre = (p + z2 / (2 * nn)) / denom;
   const double half = z / denom * std::sqrt(p * (1 - p) / nn + z2 / (4 * nn * nn));
   return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
+}
+
+double paired_sign_flip_p(const std::vector<int64_t>& diffs) {
+  // prob[w] = P(the +|d| terms sum to w): a subset-sum distribution, exact in doubles.
+  int64_t total = 0, observed = 0;
+  for (int64_t d : diffs) total += std::abs(d), observed += d;
+  if (total == 0) return 1.0;
+  std::vector<double> prob(static_cast<size_t>(total) + 1, 0.0);
+  prob[0] = 1;
+  int64_t reach = 0;
+  for (int64_t d : diffs) {
+    const int64_t a = std::abs(d);
+    if (a == 0) continue;
+    reach += a;
+    for (int64_t w = reach; w >= 0; --w) prob[w] = 0.5 * prob[w] + (w >= a ? 0.5 * prob[w - a] : 0.0);
+  }
+  // Σ ±|d_i| = 2w − total.
+  double p = 0;
+  for (int64_t w = 0; w <= total; ++w)
+    if (std::abs(2 * w - total) >= std::abs(observed)) p += prob[w];
+  return std::min(1.0, p);
 }
 
 double mcnemar_exact_p(int64_t b, int64_t c) {
@@ -74,6 +100,7 @@ void add_into(std::vector<int64_t>& acc, const std::vector<int64_t>& v) {
 struct CategoryAcc {
   int64_t n = 0, scored = 0, correct = 0, out = 0, emitted = 0, steps = 0;
   double latency = 0;
+  std::set<std::string> scored_ids;  // the accuracy interval's units (a request's repeats are one)
 };
 
 // Everything compute_arm_metrics sums over an arm's successful results (counts go straight into
@@ -87,6 +114,7 @@ struct ArmSums {
                                      accepted_u = std::vector<int64_t>(kUncertaintyDeciles, 0),
                                      pardoned_u = std::vector<int64_t>(kUncertaintyDeciles, 0);
   std::map<std::string, CategoryAcc> categories;
+  std::set<std::string> scored_ids;  // the accuracy interval's units (a request's repeats are one)
 
   void add(const RequestResult& r, ArmMetrics& m);
 };
@@ -119,6 +147,7 @@ void ArmSums::add(const RequestResult& r, ArmMetrics& m) {
   m.time_split_s.other_s += r.other_s;
   if (r.has_score) {
     ++m.n_scored;
+    scored_ids.insert(r.request_id);
     correct += r.correct;
     strict += r.strict_correct;
     flexible += r.flexible_correct;
@@ -134,6 +163,7 @@ void ArmSums::add(const RequestResult& r, ArmMetrics& m) {
     c.steps += r.steps;
     if (r.has_score) {
       ++c.scored;
+      c.scored_ids.insert(r.request_id);
       c.correct += r.correct;
     }
   }
@@ -188,7 +218,7 @@ void fill_acceptance(const ArmSums& s, ArmMetrics& m) {
 // Accuracy (with its Wilson interval), EM / F1, and the per-category rows.
 void fill_quality(const ArmSums& s, ArmMetrics& m) {
   m.accuracy = ratio(s.correct, m.n_scored);
-  m.accuracy_ci95 = wilson_interval(s.correct, m.n_scored);
+  m.accuracy_ci95 = wilson_interval_of(m.accuracy, static_cast<int64_t>(s.scored_ids.size()));
   m.strict_accuracy = ratio(s.strict, m.n_scored);
   m.flexible_accuracy = ratio(s.flexible, m.n_scored);
   m.em_mean = ratio(s.em_sum, static_cast<double>(m.n_scored));
@@ -199,7 +229,7 @@ void fill_quality(const ArmSums& s, ArmMetrics& m) {
     cm.n_requests = c.n;
     cm.n_scored = c.scored;
     cm.accuracy = ratio(c.correct, c.scored);
-    cm.accuracy_ci95 = wilson_interval(c.correct, c.scored);
+    cm.accuracy_ci95 = wilson_interval_of(cm.accuracy, static_cast<int64_t>(c.scored_ids.size()));
     cm.output_tokens_per_s = ratio(static_cast<double>(c.out), c.latency);
     cm.mean_accept_length = ratio(c.emitted, c.steps);
     m.categories.push_back(cm);
@@ -241,9 +271,12 @@ struct PairSums {
   double emitted_a = 0, steps_a = 0, emitted_b = 0, steps_b = 0;
   double decode_a = 0, decoded_a = 0, decode_b = 0, decoded_b = 0;  // s after the first token, its tokens
   double correct_diff = 0, scored = 0;
+  double rate_a = 0, rate_b = 0;  // Σ per-pair output / latency (Spec-Bench's per-request rates)
+  double prompt_a = 0, prompt_b = 0;
 
   void add(const PairSums& o) {
     out_a += o.out_a, lat_a += o.lat_a, out_b += o.out_b, lat_b += o.lat_b;
+    rate_a += o.rate_a, rate_b += o.rate_b, prompt_a += o.prompt_a, prompt_b += o.prompt_b;
     emitted_a += o.emitted_a, steps_a += o.steps_a, emitted_b += o.emitted_b, steps_b += o.steps_b;
     decode_a += o.decode_a, decoded_a += o.decoded_a, decode_b += o.decode_b, decoded_b += o.decoded_b;
     correct_diff += o.correct_diff, scored += o.scored;
@@ -253,6 +286,7 @@ struct PairSums {
   double tau_ratio() const { return ratio(ratio(emitted_a, steps_a), ratio(emitted_b, steps_b)); }
   double decode_ratio() const { return ratio(ratio(decode_b, decoded_b), ratio(decode_a, decoded_a)); }
   double accuracy_delta() const { return ratio(correct_diff, scored); }
+  double specbench_ratio() const { return ratio(rate_a, rate_b); }  // the means' ratio: same count
 };
 
 // 95 % percentile interval of the finite values; NaNs when fewer than half are finite.
@@ -292,6 +326,11 @@ PairSums pair_sums(const RequestResult& a, const RequestResult& b) {
   s.decoded_a = static_cast<double>(a.decoded_tokens());
   s.decode_b = b.decode_s();
   s.decoded_b = static_cast<double>(b.decoded_tokens());
+  s.prompt_a = static_cast<double>(a.prompt_tokens);
+  s.prompt_b = static_cast<double>(b.prompt_tokens);
+  s.rate_a = ratio(s.out_a, s.lat_a);
+  s.rate_b = ratio(s.out_b, s.lat_b);
+  if (!std::isfinite(s.rate_a) || !std::isfinite(s.rate_b)) s.rate_a = s.rate_b = 0;  // no latency: no rate
   if (a.has_score && b.has_score) {
     s.correct_diff = static_cast<double>(a.correct) - static_cast<double>(b.correct);
     s.scored = 1;
@@ -336,8 +375,8 @@ void bootstrap_intervals(const std::map<std::string, PairSums>& clusters, const 
   for (const auto& [id, s] : clusters) cluster_sums.push_back(s);
   Rng rng(c.bootstrap_seed);
   const size_t n = cluster_sums.size(), B = static_cast<size_t>(c.bootstrap_resamples);
-  std::vector<double> tp, lat, tau, dec, acc;
-  tp.reserve(B), lat.reserve(B), tau.reserve(B), dec.reserve(B), acc.reserve(B);
+  std::vector<double> tp, lat, tau, dec, acc, sb;
+  tp.reserve(B), lat.reserve(B), tau.reserve(B), dec.reserve(B), acc.reserve(B), sb.reserve(B);
   for (size_t i = 0; i < B; ++i) {
     PairSums s;
     for (size_t k = 0; k < n; ++k) s.add(cluster_sums[rng.below(n)]);
@@ -346,6 +385,7 @@ void bootstrap_intervals(const std::map<std::string, PairSums>& clusters, const 
     tau.push_back(s.tau_ratio());
     dec.push_back(s.decode_ratio());
     acc.push_back(100 * s.accuracy_delta());
+    sb.push_back(s.specbench_ratio());
   }
   c.throughput_gain_ci95 =
       to_pct(rescaled(percentile_interval(tp, B), full.throughput_ratio(), 1 + c.throughput_gain_pct / 100));
@@ -354,6 +394,31 @@ void bootstrap_intervals(const std::map<std::string, PairSums>& clusters, const 
   c.accept_length_ratio_ci95 = rescaled(percentile_interval(tau, B), full.tau_ratio(), c.accept_length_ratio);
   c.decode_speedup_ci95 = rescaled(percentile_interval(dec, B), full.decode_ratio(), c.decode_speedup);
   if (c.n_scored_pairs > 0) c.accuracy_delta_ci95 = percentile_interval(acc, B);
+  c.specbench_speedup_ci95 = percentile_interval(sb, B);
+}
+
+// The point estimates. From the arms' metrics (the table's wall-time rates) when the pairs are
+// every success of both arms; else from the pairs alone, or an arm's extra successes (a request
+// the other arm failed) would sit in one side of an unpaired ratio.
+void point_estimates(const PairSums& full, const ArmMetrics& arm_m, const ArmMetrics& base_m, Comparison& c) {
+  const int64_t succ_a = arm_m.n_requests - arm_m.n_errors, succ_b = base_m.n_requests - base_m.n_errors;
+  c.pairs_only = c.n_pairs != succ_a || c.n_pairs != succ_b;
+  if (c.pairs_only) {
+    c.throughput_gain_pct = 100 * (full.throughput_ratio() - 1);
+    c.total_throughput_gain_pct = 100 * (ratio(full.out_a + full.prompt_a, full.lat_a) /
+                                             ratio(full.out_b + full.prompt_b, full.lat_b) - 1);
+    c.latency_change_pct = 100 * (full.latency_ratio() - 1);
+    c.accept_length_ratio = full.tau_ratio();
+    c.decode_speedup = full.decode_ratio();
+  } else {
+    c.throughput_gain_pct = 100 * (ratio(arm_m.output_tokens_per_s, base_m.output_tokens_per_s) - 1);
+    c.total_throughput_gain_pct = 100 * (ratio(arm_m.total_tokens_per_s, base_m.total_tokens_per_s) - 1);
+    c.latency_change_pct = 100 * (ratio(arm_m.latency_mean_s, base_m.latency_mean_s) - 1);
+    c.accept_length_ratio = ratio(arm_m.mean_accept_length, base_m.mean_accept_length);
+    c.decode_speedup = ratio(base_m.decode_s_per_token(), arm_m.decode_s_per_token());
+  }
+  c.specbench_speedup = full.specbench_ratio();
+  c.accuracy_delta_pp = 100 * full.accuracy_delta();
 }
 
 }  // namespace
@@ -367,15 +432,13 @@ Comparison compare_arms(const std::vector<RequestResult>& results, const std::st
   c.bootstrap_resamples = std::max(resamples, 0);
   PairSums full;
   const std::map<std::string, PairSums> clusters = pair_up(results, c, full);
-
-  // Point estimates: from the arms' metrics, so they agree with the table.
-  c.throughput_gain_pct = 100 * (ratio(arm_m.output_tokens_per_s, base_m.output_tokens_per_s) - 1);
-  c.total_throughput_gain_pct = 100 * (ratio(arm_m.total_tokens_per_s, base_m.total_tokens_per_s) - 1);
-  c.latency_change_pct = 100 * (ratio(arm_m.latency_mean_s, base_m.latency_mean_s) - 1);
-  c.accept_length_ratio = ratio(arm_m.mean_accept_length, base_m.mean_accept_length);
-  c.decode_speedup = ratio(base_m.decode_s_per_token(), arm_m.decode_s_per_token());
-  c.accuracy_delta_pp = 100 * full.accuracy_delta();
-  c.mcnemar_p = c.n_scored_pairs > 0 ? mcnemar_exact_p(c.arm_only_correct, c.baseline_only_correct) : nan_value();
+  c.n_paired_requests = static_cast<int64_t>(clusters.size());
+  point_estimates(full, arm_m, base_m, c);
+  // The test's units are requests: a request's repeats sum into one difference.
+  std::vector<int64_t> diffs;
+  for (const auto& [id, s] : clusters)
+    if (s.scored > 0) diffs.push_back(std::llround(s.correct_diff));
+  c.mcnemar_p = c.n_scored_pairs > 0 ? paired_sign_flip_p(diffs) : nan_value();
   if (!clusters.empty() && c.bootstrap_resamples > 0) bootstrap_intervals(clusters, full, c);
   return c;
 }

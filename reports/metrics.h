@@ -41,9 +41,18 @@ double percentile(std::vector<double> v, double q);
 double mean(const std::vector<double>& v);
 // Wilson score interval for a binomial proportion (z = 1.96 → 95 %). NaNs when n == 0.
 Interval wilson_interval(int64_t successes, int64_t n, double z = 1.959963984540054);
+// The same for a proportion p measured over n independent units: an arm's accuracy over its
+// scored requests, each request's repeats averaged into one unit (repeats of a T = 0 request are
+// copies; counting them as observations narrowed the interval). Conservative for T > 0 repeats.
+Interval wilson_interval_of(double p, int64_t n, double z = 1.959963984540054);
 // Exact two-sided McNemar p-value from the discordant counts b and c:
 // min(1, 2 · P(X <= min(b, c))) with X ~ Binomial(b + c, 1/2). 1 when b + c == 0.
 double mcnemar_exact_p(int64_t b, int64_t c);
+// Exact two-sided paired sign-flip test of per-request differences d_i (Σ over the request's
+// repeats of correct_arm − correct_base): under H0 each d_i is as likely −|d_i| as +|d_i|, and
+// p = P(|Σ ±|d_i|| >= |Σ d_i|). With one repeat each d_i is −1, 0 or 1 and p is
+// mcnemar_exact_p(b, c) exactly; with repeats it does not count a request's copies as evidence.
+double paired_sign_flip_p(const std::vector<int64_t>& diffs);
 
 
 struct UncertaintyBucket {
@@ -83,7 +92,7 @@ struct CategoryMetrics {
     v("n_requests", c.n_requests, "successful requests of the category", 0);
     v("n_scored", c.n_scored, "of them scored", 0);
     v("accuracy", c.accuracy, "mean of correct over scored requests (a fraction)", 0);
-    v("accuracy_ci95", c.accuracy_ci95, "95 % Wilson interval of accuracy", 0);
+    v("accuracy_ci95", c.accuracy_ci95, "95 % Wilson interval of accuracy over the scored requests (repeats of a request are one unit)", 0);
     v("output_tokens_per_s", c.output_tokens_per_s, "Σ output / Σ latency (no per-category wall time)", 0);
     v("mean_accept_length", c.mean_accept_length, "τ of the category", 0);
   }
@@ -176,7 +185,7 @@ struct ArmMetrics {
     v("accept_length_hist", m.accept_length_hist, "Σ over requests; [n] = steps that emitted n tokens", 0);
     v("uncertainty_buckets", m.uncertainty_buckets, "10 deciles of u", 0);
     v("accuracy", m.accuracy, "mean of correct over scored requests (a fraction)", 0);
-    v("accuracy_ci95", m.accuracy_ci95, "95 % Wilson interval of accuracy", 0);
+    v("accuracy_ci95", m.accuracy_ci95, "95 % Wilson interval of accuracy over the scored requests (repeats of a request are one unit)", 0);
     v("strict_accuracy", m.strict_accuracy, "mean of strict_correct over scored requests", 0);
     v("flexible_accuracy", m.flexible_accuracy, "mean of flexible_correct over scored requests", 0);
     v("em_mean", m.em_mean, "mean em over scored requests", 0);
@@ -198,7 +207,9 @@ ArmMetrics compute_arm_metrics(const std::vector<RequestResult>& results, const 
 struct Comparison {
   std::string arm, baseline;
   int64_t n_pairs = 0;
+  int64_t n_paired_requests = 0;
   int64_t n_scored_pairs = 0;
+  bool pairs_only = false;
   int64_t identical_outputs = 0;
   double throughput_gain_pct = nan_value();
   Interval throughput_gain_ci95;
@@ -214,6 +225,8 @@ struct Comparison {
   Interval accept_length_ratio_ci95;
   double decode_speedup = nan_value();
   Interval decode_speedup_ci95;
+  double specbench_speedup = nan_value();
+  Interval specbench_speedup_ci95;
   int bootstrap_resamples = 0;
   uint64_t bootstrap_seed = 0;
 
@@ -223,7 +236,12 @@ struct Comparison {
     v("arm", c.arm, "the compared arm", 0);
     v("baseline", c.baseline, "the baseline arm", 0);
     v("n_pairs", c.n_pairs, "(request_id, repeat) present and successful in both arms", 0);
+    v("n_paired_requests", c.n_paired_requests,
+      "distinct request ids among the pairs: the bootstrap's clusters, the small-sample notice's count", 0);
     v("n_scored_pairs", c.n_scored_pairs, "... and scored in both", 0);
+    v("pairs_only", c.pairs_only,
+      "an arm succeeded on requests the other failed: every figure here is over the pairs (Σ latencies, "
+      "not the table's wall-time rates)", 0);
     v("identical_outputs", c.identical_outputs,
       "pairs with the same output ids and text (all of them when both decode greedily at T = 0)", kFieldValue);
     v.derived("identical_share", c.n_pairs > 0 ? static_cast<double>(c.identical_outputs) / c.n_pairs : nan_value(),
@@ -235,7 +253,9 @@ struct Comparison {
     v("latency_change_ci95", c.latency_change_ci95, "bootstrap interval of the latency change", 0);
     v("accuracy_delta_pp", c.accuracy_delta_pp, "100·(acc_arm − acc_base) over scored pairs", 0);
     v("accuracy_delta_ci95", c.accuracy_delta_ci95, "bootstrap interval of the accuracy difference", 0);
-    v("mcnemar_p", c.mcnemar_p, "exact two-sided McNemar p over the discordant pairs", 0);
+    v("mcnemar_p", c.mcnemar_p,
+      "exact two-sided McNemar p over the discordant pairs; with repeats, the paired sign-flip test over requests "
+      "it generalises (paired_sign_flip_p)", 0);
     v("arm_only_correct", c.arm_only_correct, "discordant pairs: arm right, baseline wrong", 0);
     v("baseline_only_correct", c.baseline_only_correct, "discordant pairs: arm wrong, baseline right", 0);
     v("accept_length_ratio", c.accept_length_ratio, "τ_arm / τ_base", 0);
@@ -243,6 +263,10 @@ struct Comparison {
     v("decode_speedup", c.decode_speedup,
       "decode_ms_per_token base / arm: the decoding's speed-up, the prefill (not shortened by drafting) left out", 0);
     v("decode_speedup_ci95", c.decode_speedup_ci95, "bootstrap interval of the decoding speed-up", 0);
+    v("specbench_speedup", c.specbench_speedup,
+      "Spec-Bench's speedup: the mean over pairs of the arm's output / latency ÷ that mean of the baseline's "
+      "(per-request rates, prefill included)", 0);
+    v("specbench_speedup_ci95", c.specbench_speedup_ci95, "bootstrap interval of Spec-Bench's speedup", 0);
     v("bootstrap_resamples", c.bootstrap_resamples, "bootstrap resamples", 0);
     v("bootstrap_seed", c.bootstrap_seed, "bootstrap PRNG seed", 0);
   }
@@ -252,7 +276,8 @@ inline constexpr uint64_t kDefaultBootstrapSeed = 0x5EED0EA45ull;
 inline constexpr int kDefaultBootstrapResamples = 2000;
 
 // Paired comparison of `arm` against `baseline`; the point estimates come from the two
-// ArmMetrics (so they match the table), the intervals from the paired cluster bootstrap.
+// ArmMetrics (so they match the table) when the pairs are every success of both arms, else
+// (pairs_only) from the pairs; the intervals from the paired cluster bootstrap.
 Comparison compare_arms(const std::vector<RequestResult>& results, const std::string& arm, const ArmMetrics& arm_m,
                         const std::string& baseline, const ArmMetrics& base_m,
                         uint64_t seed = kDefaultBootstrapSeed, int resamples = kDefaultBootstrapResamples);

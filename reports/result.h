@@ -59,7 +59,8 @@ struct RequestResult {
   int64_t pardoned = 0;
   std::vector<int64_t> accepted_per_position;
   std::vector<int64_t> accept_length_hist;
-  // per decile d of u = 1 - max p_target at the drafted position: floor(10u) clamped to 9.
+  // per decile d of u = 1 - max p_target at a judged draft position (up to a step's first
+  // rejection): floor(10u) clamped to 9.
   std::vector<int64_t> drafted_by_uncertainty = std::vector<int64_t>(kUncertaintyDeciles, 0);
   std::vector<int64_t> accepted_by_uncertainty = std::vector<int64_t>(kUncertaintyDeciles, 0);
   std::vector<int64_t> pardoned_by_uncertainty = std::vector<int64_t>(kUncertaintyDeciles, 0);
@@ -118,7 +119,7 @@ struct RequestResult {
     v("distortion_tv_sum", r.distortion_tv_sum, "Σ over verified positions of TV(induced distribution, p_target)",
       nonneg);
     v("distortion_positions", r.distortion_positions, "positions in distortion_tv_sum", nonneg);
-    v("uncertainty_sum", r.uncertainty_sum, "Σ u over drafted positions", nonneg);
+    v("uncertainty_sum", r.uncertainty_sum, "Σ u over judged draft positions", nonneg);
     v("uncertainty_count", r.uncertainty_count, "positions in uncertainty_sum", nonneg);
     v("text", r.text, "the output text", 0);
     v("output_ids", r.output_ids, "the output token ids; optional, omitted when empty", kFieldOmitEmpty);

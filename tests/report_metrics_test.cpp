@@ -469,7 +469,85 @@ TEST(Comparison, PairsMatchRequestAndRepeat) {
   EXPECT_EQ(c.arm_only_correct, 4);       // repeat 0 of each request
   EXPECT_EQ(c.baseline_only_correct, 8);  // repeats 1 and 2
   EXPECT_DOUBLE_EQ(c.accuracy_delta_pp, 100.0 * (4 - 8) / 12);
-  EXPECT_NEAR(c.mcnemar_p, 2.0 * (1 + 12 + 66 + 220 + 495) / 4096, 1e-15);  // 2·P(X <= 4), X ~ Bin(12, 1/2)
+  // The test's units are the 4 requests, each −1 over its repeats (right once, wrong twice):
+  // P(|Σ ±1| >= 4) = 2 / 16. (Over the 12 pairs as if independent: 2·P(X <= 4), X ~ Bin(12, 1/2).)
+  EXPECT_NEAR(c.mcnemar_p, 2.0 / 16, 1e-15);
+  EXPECT_EQ(c.n_paired_requests, 4);
+  EXPECT_TRUE(c.pairs_only);  // the arm's extra repeat has no partner
+}
+
+// The paired sign-flip test against its definition, enumerated: every sign pattern of up to 12
+// per-request differences (seeded draws in [−3, 3], zeros included), p = the share of patterns
+// with |Σ| >= |Σ observed|. And at one repeat it is McNemar's exact test.
+TEST(Stats, PairedSignFlipMatchesEnumerationAndMcNemar) {
+  Rng rng(11);
+  for (int trial = 0; trial < 40; ++trial) {
+    std::vector<int64_t> d(1 + rng.below(12));
+    for (auto& x : d) x = static_cast<int64_t>(rng.below(7)) - 3;
+    int64_t observed = 0;
+    for (int64_t x : d) observed += x;
+    int64_t at_least = 0;
+    const uint64_t patterns = uint64_t{1} << d.size();
+    for (uint64_t m = 0; m < patterns; ++m) {
+      int64_t sum = 0;
+      for (size_t i = 0; i < d.size(); ++i) sum += (m >> i & 1) ? std::abs(d[i]) : -std::abs(d[i]);
+      at_least += std::abs(sum) >= std::abs(observed);
+    }
+    EXPECT_NEAR(paired_sign_flip_p(d), static_cast<double>(at_least) / static_cast<double>(patterns), 1e-12)
+        << "trial " << trial;
+  }
+  for (auto [b, c] : {std::pair{10, 2}, {2, 10}, {0, 6}, {1, 8}, {5, 5}, {0, 0}, {450, 550}}) {
+    std::vector<int64_t> d(static_cast<size_t>(b), 1);
+    d.insert(d.end(), static_cast<size_t>(c), -1);
+    d.insert(d.end(), 7, 0);  // concordant requests
+    EXPECT_NEAR(paired_sign_flip_p(d), mcnemar_exact_p(b, c), 1e-12 * mcnemar_exact_p(b, c)) << b << " " << c;
+  }
+}
+
+// Repeats of a T = 0 request are copies: three of each must leave the accuracy interval and the
+// test where one repeat puts them (counting copies as observations narrowed the Wilson interval
+// and made p = 2^-20 into 2^-60), and the small-sample notice counts requests.
+TEST(Comparison, CopiesOfARequestAreNotMoreEvidence) {
+  const auto once = paired_set(), thrice = repeated(once, 3);
+  const Comparison c1 = ears_vs_base(once, 200), c3 = ears_vs_base(thrice, 200);
+  EXPECT_EQ(c3.n_scored_pairs, 600);
+  EXPECT_EQ(c3.n_paired_requests, 200);
+  EXPECT_NEAR(c3.mcnemar_p, c1.mcnemar_p, 1e-12 * c1.mcnemar_p);
+  for (const char* arm : {"base", "ears"}) {
+    const ArmMetrics m1 = compute_arm_metrics(once, arm, nan_value()), m3 = compute_arm_metrics(thrice, arm, nan_value());
+    EXPECT_DOUBLE_EQ(m3.accuracy, m1.accuracy);
+    EXPECT_NEAR(m3.accuracy_ci95.lo, m1.accuracy_ci95.lo, 1e-12) << arm;
+    EXPECT_NEAR(m3.accuracy_ci95.hi, m1.accuracy_ci95.hi, 1e-12) << arm;
+  }
+  EXPECT_FALSE(c3.pairs_only);
+}
+
+// A request the arm failed and the baseline finished (or the reverse) is left out of both sides:
+// the gains are the pairs' (Σ over the pairs), not the arms' own rates over different requests.
+// Spec-Bench's speedup is the mean of per-request rates over the pairs.
+TEST(Comparison, OneSidedFailuresArePairedOut) {
+  std::vector<RequestResult> rs;
+  double rate_a = 0, rate_b = 0, out_a = 0, lat_a = 0, out_b = 0, lat_b = 0;
+  for (int i = 0; i < 6; ++i) {
+    const std::string id = fmt::format("q{}", i);
+    RequestResult b = make_result("base", id, 0, std::vector<int>(4 + i, 1), 1.0 + 0.5 * i);
+    RequestResult a = make_result("ears", id, 2, {3, 2}, 0.4 + 0.1 * i);
+    if (i == 5) a.error = "context overflow";  // the longest, slowest request: only the baseline has it
+    if (i < 5) {
+      rate_a += a.output_tokens / a.latency_s, rate_b += b.output_tokens / b.latency_s;
+      out_a += a.output_tokens, lat_a += a.latency_s, out_b += b.output_tokens, lat_b += b.latency_s;
+    }
+    rs.push_back(b);
+    rs.push_back(a);
+  }
+  const Comparison c = ears_vs_base(rs, 200);
+  EXPECT_TRUE(c.pairs_only);
+  EXPECT_EQ(c.n_pairs, 5);
+  EXPECT_NEAR(c.throughput_gain_pct, 100 * ((out_a / lat_a) / (out_b / lat_b) - 1), 1e-9);
+  EXPECT_NEAR(c.latency_change_pct, 100 * (lat_a / lat_b - 1), 1e-9);
+  EXPECT_NEAR(c.specbench_speedup, rate_a / rate_b, 1e-12);
+  EXPECT_LE(c.throughput_gain_ci95.lo, c.throughput_gain_pct);
+  EXPECT_GE(c.throughput_gain_ci95.hi, c.throughput_gain_pct);
 }
 
 // An interval needs at least half of the resamples to give a finite statistic, and is taken
