@@ -65,6 +65,19 @@ json outcome_of(const RequestResult& r) {
   return j;
 }
 
+// A pardon is an accept the exact rule would have rejected with the step's same uniform: only
+// the verifiers that draw one (baseline, ears) can tell. typical and greedy accept by a threshold
+// or the argmax, so their share is undefined (it read 0 % beside a typical arm's distortion).
+bool counts_pardons(const json& verifier) {
+  const std::string type = verifier.is_object() ? verifier.value("type", std::string()) : std::string();
+  return type.empty() || type == "baseline" || type == "ears";
+}
+
+void undefine_pardons(ArmMetrics& m) {
+  m.pardon_share = nan_value();
+  for (auto& b : m.uncertainty_buckets) b.pardon_share = nan_value();
+}
+
 std::string join_names(const std::vector<ArmInput>& arms) {
   std::string s;
   for (const auto& a : arms) s += (s.empty() ? "" : ", ") + a.name;
@@ -124,9 +137,11 @@ Report build_report(const std::vector<RequestResult>& results_in, const ReportIn
     fail("baseline arm '{}' is not one of the arms ({}); set 'baseline' to one of them", report.baseline,
          join_names(arms));
 
-  for (const auto& a : arms)
+  for (const auto& a : arms) {
     report.arms.push_back(ArmReport{a.name, a.verifier.is_null() ? json::object() : a.verifier,
                                     compute_arm_metrics(results, a.name, a.wall_s)});
+    if (!counts_pardons(report.arms.back().verifier)) undefine_pardons(report.arms.back().metrics);
+  }
   const ArmReport* base = report.find_arm(report.baseline);
   for (const auto& a : report.arms) {
     if (a.name == report.baseline) continue;

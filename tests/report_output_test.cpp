@@ -225,6 +225,22 @@ TEST(Report, RejectsUnknownArmAndBaseline) {
   EXPECT_THROW(build_report(rs, in), Error);
 }
 
+// typical and greedy draw no uniform, so no accept of theirs is judged against the exact rule:
+// their pardon share is n/a, not the 0 % their zero pardoned counts would give.
+TEST(Report, PardonShareIsUndefinedWithoutTheExactRulesUniform) {
+  ReportInputs in = sweep_inputs();
+  in.arms[1].verifier = {{"type", "typical"}, {"eps", 0.09}, {"delta", 0.3}};
+  in.arms[2].verifier = {{"type", "greedy"}};
+  const Report r = build_report(sweep_results(), in);
+  EXPECT_DOUBLE_EQ(r.arms[0].metrics.pardon_share, 0.0);  // baseline: measured, none
+  for (int a : {1, 2}) {
+    EXPECT_TRUE(std::isnan(r.arms[a].metrics.pardon_share)) << r.arms[a].name;
+    for (const auto& b : r.arms[a].metrics.uncertainty_buckets) EXPECT_TRUE(std::isnan(b.pardon_share));
+    EXPECT_GT(r.arms[a].metrics.accepted, 0);
+  }
+  EXPECT_TRUE(report_to_json(r)["arms"][1]["metrics"]["pardon_share"].is_null());
+}
+
 TEST(Report, UnevenArmsArePartial) {
   auto rs = sweep_results();
   rs.pop_back();
