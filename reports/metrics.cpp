@@ -107,6 +107,7 @@ struct CategoryAcc {
 // the ArmMetrics being built).
 struct ArmSums {
   std::vector<double> latencies, ttfts, tpots;
+  std::vector<const RequestResult*> ok;  // for latency_wall_s
   int64_t emitted = 0, efficiency_den = 0, correct = 0, strict = 0, flexible = 0;
   int64_t tv_positions = 0, u_count = 0;
   double tv_sum = 0, u_sum = 0, em_sum = 0, f1_sum = 0;
@@ -130,6 +131,7 @@ void ArmSums::add(const RequestResult& r, ArmMetrics& m) {
   emitted += r.emitted();
   efficiency_den += r.steps * (r.gamma + 1);
   latencies.push_back(r.latency_s);
+  ok.push_back(&r);
   ttfts.push_back(r.ttft_s);
   if (r.output_tokens > 1) tpots.push_back((r.latency_s - r.ttft_s) / static_cast<double>(r.output_tokens - 1));
   tv_sum += r.distortion_tv_sum;
@@ -169,13 +171,12 @@ void ArmSums::add(const RequestResult& r, ArmMetrics& m) {
   }
 }
 
-// Wall time (given, or the latencies' sum), throughput and latency statistics.
+// Wall time (given, or the batches' latencies), throughput and latency statistics.
 void fill_speed(const ArmSums& s, double wall_s, ArmMetrics& m) {
-  const double latency_sum = std::accumulate(s.latencies.begin(), s.latencies.end(), 0.0);
   if (std::isfinite(wall_s) && wall_s > 0) {
     m.wall_s = wall_s;
   } else {
-    m.wall_s = latency_sum;
+    m.wall_s = latency_wall_s(s.ok);
     m.wall_from_latencies = true;
   }
   // No successful request: no throughput (n/a), not the 0 tok/s a wall time without output would give.
@@ -190,6 +191,21 @@ void fill_speed(const ArmSums& s, double wall_s, ArmMetrics& m) {
   m.ttft_mean_s = mean(s.ttfts);
   m.tpot_mean_s = mean(s.tpots);
 }
+
+}  // namespace
+
+double latency_wall_s(const std::vector<const RequestResult*>& results) {
+  double lone = 0;
+  std::map<double, double> batch_longest;  // start_s -> the batch's longest latency
+  for (const RequestResult* r : results) {
+    if (r->start_s > 0) batch_longest[r->start_s] = std::max(batch_longest[r->start_s], r->latency_s);
+    else lone += r->latency_s;
+  }
+  for (const auto& [start, longest] : batch_longest) lone += longest;
+  return lone;
+}
+
+namespace {
 
 // Acceptance, distortion and the uncertainty deciles.
 void fill_acceptance(const ArmSums& s, ArmMetrics& m) {

@@ -5,7 +5,7 @@
 //   - failed requests (error non-empty) count in n_errors and are excluded from every other
 //     metric; a pair is used in a comparison only when both arms succeeded;
 //   - output_tokens_per_s = Σ output tokens / the arm's generation wall time (the runner's
-//     measurement); when no wall time is known, Σ latencies is used (wall_from_latencies).
+//     measurement); when no wall time is known, latency_wall_s (wall_from_latencies).
 //   - τ (mean_accept_length) = Σ (accepted + corrections + bonus) / Σ steps, like vLLM / Spec-Bench;
 //   - comparison intervals are paired *cluster* bootstrap percentile intervals: the clusters are
 //     request ids (all repeats of a request move together), resampled with replacement;
@@ -165,8 +165,8 @@ struct ArmMetrics {
     v("accepted", m.accepted, "Σ accepted", 0);
     v("pardoned", m.pardoned, "Σ pardoned", 0);
     v("decoded_tokens", m.decoded_tokens, "Σ (output_tokens − 1): the tokens after each request's first (its prefill's)", 0);
-    v("wall_s", m.wall_s, "the arm's generation wall time, s (Σ latencies when unknown)", 0);
-    v("wall_from_latencies", m.wall_from_latencies, "wall_s is Σ latencies (no wall time was recorded)", 0);
+    v("wall_s", m.wall_s, "the arm's generation wall time, s (Σ batch latencies when unknown: wall_from_latencies)", 0);
+    v("wall_from_latencies", m.wall_from_latencies, "wall_s is latency_wall_s: Σ over batches of the longest latency (no wall time was recorded)", 0);
     v("output_tokens_per_s", m.output_tokens_per_s, "Σ output tokens / wall_s", 0);
     v("total_tokens_per_s", m.total_tokens_per_s, "Σ (output + prompt) tokens / wall_s", 0);
     v("latency_mean_s", m.latency_mean_s, "mean request latency, s", 0);
@@ -199,6 +199,12 @@ struct ArmMetrics {
   // verify_s + other_s) / decoded_tokens; NaN without decoded tokens or without a recorded time split.
   double decode_s_per_token() const;
 };
+
+// The time `results` took when no wall time was measured: Σ over batches (results sharing a
+// start_s) of the batch's longest latency — its requests ran side by side, and summing their
+// latencies counted the batch's time once per request. A result without start_s is its own batch.
+// Without batching this is Σ latencies. Idle time between batches is not in it.
+double latency_wall_s(const std::vector<const RequestResult*>& results);
 
 // Metrics of one arm from its results (only results whose arm field equals `arm` are used).
 // wall_s <= 0 or NaN: fall back to Σ latencies.

@@ -140,7 +140,12 @@ Report build_report(const std::vector<RequestResult>& results_in, const ReportIn
   for (const auto& a : arms) {
     report.arms.push_back(ArmReport{a.name, a.verifier.is_null() ? json::object() : a.verifier,
                                     compute_arm_metrics(results, a.name, a.wall_s)});
+    const ArmMetrics& m = report.arms.back().metrics;
     if (!counts_pardons(report.arms.back().verifier)) undefine_pardons(report.arms.back().metrics);
+    if (m.wall_from_latencies && m.n_requests > m.n_errors)
+      report.warnings.push_back(fmt::format("arm '{}' has no recorded wall time: its tok/s is over its batches' "
+                                            "latencies, which leave out the time between them",
+                                            a.name));
   }
   const ArmReport* base = report.find_arm(report.baseline);
   for (const auto& a : report.arms) {

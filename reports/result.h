@@ -46,6 +46,7 @@ struct RequestResult {
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;
   double latency_s = 0;
+  double start_s = 0;  // the batch's start, s since the Unix epoch; 0 = not recorded
   double ttft_s = 0;
   double prefill_s = 0, draft_s = 0, verify_s = 0, other_s = 0;
 
@@ -98,6 +99,9 @@ struct RequestResult {
     v("output_tokens", r.output_tokens, "tokens the user got (after stop-string / max-token truncation)", req | nonneg);
     v("latency_s", r.latency_s, "request start (before prefill) to last token, s; null = NaN",
       req | nonneg | kFieldNullIsNaN | varies);
+    v("start_s", r.start_s,
+      "when the request's batch started, s since the Unix epoch: the requests decoded together share it "
+      "(0 = not recorded)", nonneg | varies);
     v("ttft_s", r.ttft_s, "request start to first token, s", nonneg | varies);
     v("prefill_s", r.prefill_s, "time in the prefill, s", nonneg | varies);
     v("draft_s", r.draft_s, "time in the drafter, s (0 without one: target-only)", nonneg | varies);

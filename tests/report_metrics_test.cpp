@@ -476,6 +476,26 @@ TEST(Comparison, PairsMatchRequestAndRepeat) {
   EXPECT_TRUE(c.pairs_only);  // the arm's extra repeat has no partner
 }
 
+// Without a wall time, the requests' batches: a batch's requests ran side by side, so it took its
+// longest latency (summing them counted it once per request: 7× at batch 8 in an audit); a result
+// without start_s is its own batch, and at batch 1 the sum is Σ latencies.
+TEST(ArmMetrics, WallFromLatenciesTakesEachBatchOnce) {
+  std::vector<RequestResult> rs;
+  const std::vector<std::pair<double, double>> start_latency = {
+      {100.0, 0.5}, {100.0, 0.8}, {100.0, 0.6}, {200.0, 0.3}, {200.0, 0.9}, {0.0, 0.4}, {0.0, 0.2}};
+  for (size_t i = 0; i < start_latency.size(); ++i) {
+    rs.push_back(make_result("a", fmt::format("q{}", i), 0, {1, 1}, start_latency[i].second));
+    rs.back().start_s = start_latency[i].first;
+  }
+  const ArmMetrics m = compute_arm_metrics(rs, "a", nan_value());
+  EXPECT_TRUE(m.wall_from_latencies);
+  EXPECT_NEAR(m.wall_s, 0.8 + 0.9 + 0.4 + 0.2, 1e-12);
+  EXPECT_NEAR(m.output_tokens_per_s, static_cast<double>(m.output_tokens) / 2.3, 1e-9);
+  for (auto& r : rs) r.start_s = 0;  // unbatched (or not recorded): Σ latencies
+  EXPECT_NEAR(compute_arm_metrics(rs, "a", nan_value()).wall_s, 3.7, 1e-12);
+  EXPECT_DOUBLE_EQ(compute_arm_metrics(rs, "a", 9.0).wall_s, 9.0);  // a measured wall time wins
+}
+
 // The paired sign-flip test against its definition, enumerated: every sign pattern of up to 12
 // per-request differences (seeded draws in [−3, 3], zeros included), p = the share of patterns
 // with |Σ| >= |Σ observed|. And at one repeat it is McNemar's exact test.

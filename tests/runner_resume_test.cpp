@@ -145,6 +145,41 @@ TEST(RunnerCli, ResumeAfterDeletedLinesDropsTheirWallTime) {
   EXPECT_EQ(report["arms"][1]["metrics"]["n_requests"], 30);
 }
 
+// A kill between a batch's results and its run_meta.json update (simulated: the arm's recorded
+// wall time and count without its last result): the resume adds that batch's latency, says so,
+// and the report keeps the warning (the batch had read as free time: +104 % in an audit).
+TEST(RunnerCli, ResumeAfterAKillBetweenResultsAndWallTimeAddsTheBatch) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path& ref = reference_run();
+  const fs::path dir = env().root / "untimed";
+  fs::copy(ref, dir, fs::copy_options::recursive);
+  const json ref_report = read_json(ref / "report.json");
+  const std::string arm = ref_report["arms"][1]["name"].get<std::string>();
+  double last_latency = 0;
+  {
+    std::ifstream in(dir / "results.jsonl");
+    for (std::string line; std::getline(in, line);)
+      if (const json j = json::parse(line); j["arm"] == arm) {
+        last_latency = j["latency_s"].get<double>();
+        EXPECT_GT(j["start_s"].get<double>(), 1.7e9);  // recorded, Unix time
+      }
+  }
+  json meta = read_json(dir / "run_meta.json");
+  const double full_wall = meta["arms"][1]["wall_s"].get<double>();
+  meta["arms"][1]["wall_s"] = full_wall - last_latency;
+  meta["arms"][1]["timed_results"] = 29;
+  meta["complete"] = false;
+  std::ofstream(dir / "run_meta.json", std::ios::trunc) << meta.dump(2);
+  Proc p = cli({"run", "--resume", dir.string(), "--threads", "1"});
+  ASSERT_EQ(p.exit_code, 0) << show(p);
+  const std::string warning = "arm '" + arm + "': 1 result(s) were written after its last recorded wall time";
+  EXPECT_NE(p.err.find(warning), std::string::npos) << p.err;
+  const json report = read_json(dir / "report.json");
+  EXPECT_FALSE(report["arms"][1]["metrics"]["wall_from_latencies"].get<bool>());
+  EXPECT_NEAR(report["arms"][1]["metrics"]["wall_s"].get<double>(), full_wall, 1e-9);
+  EXPECT_NE(report["warnings"].dump().find(warning), std::string::npos) << report["warnings"].dump();
+}
+
 // A session resumed on another kernel path (EARS_KERNELS set this time) records its path facts and
 // notices in its "resumed" entry, says so on stderr, and the report warns that the run mixes paths.
 TEST(RunnerCli, ResumeOnAnotherKernelPathIsRecordedAndWarned) {

@@ -116,6 +116,7 @@ std::string git_commit();  // the build's `git describe --always --dirty` (scrip
 std::string host_name();
 std::string command_line();  // /proc/self/cmdline, arguments joined by spaces (quoted when needed)
 std::string now_iso();       // local time, "YYYY-mm-ddTHH:MM:SS+zzzz"
+double unix_time_s();        // s since the Unix epoch (system clock): results' start_s
 }  // namespace runner
 
 }  // namespace ears

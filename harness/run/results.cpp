@@ -123,17 +123,19 @@ void ResultsWriter::sync() {
     fail("{}: fsync failed ({})", file_.string(), std::strerror(errno));
 }
 
-DoneSet read_done(const fs::path& file, const std::vector<std::string>& arm_names) {
+DoneSet read_done(const fs::path& file, const std::vector<std::string>& arm_names, std::vector<RequestResult>* results) {
   DoneSet done;
   if (!fs::exists(file)) return done;
   const std::set<std::string> names(arm_names.begin(), arm_names.end());
-  for (const auto& r : read_results_jsonl(file, false)) {
+  std::vector<RequestResult> all = read_results_jsonl(file, false);
+  for (const auto& r : all) {
     if (!names.count(r.arm))
       fail("{}: result of arm '{}' which the run's config.yaml does not declare; this is not the run directory of "
            "this config",
            file.string(), r.arm);
     done.insert(r.key());
   }
+  if (results) *results = std::move(all);
   return done;
 }
 

@@ -50,8 +50,10 @@ class ResultsWriter {
 // The keys that have a result.
 using DoneSet = std::set<ResultKey>;
 // The results already in `file` (--resume; a missing file: none). A result of an arm not in
-// `arm_names` is an ears::Error: the file belongs to another config.
-DoneSet read_done(const std::filesystem::path& file, const std::vector<std::string>& arm_names);
+// `arm_names` is an ears::Error: the file belongs to another config. `results`, when given,
+// receives them in file order.
+DoneSet read_done(const std::filesystem::path& file, const std::vector<std::string>& arm_names,
+                  std::vector<RequestResult>* results = nullptr);
 
 // The head of report.md (title, partial warning, the "## Results" table and its notes): what
 // run / report / merge print on stdout at the end.

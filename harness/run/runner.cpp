@@ -359,6 +359,13 @@ void check_done_in_run(const Run& r) {
            r.results_path().string(), arm, id, repeat, r.reqs.size(), r.shard.active() ? " in its shard" : "", r.repeats);
 }
 
+// A resume's warning: said now and kept among the session's notices, which every report of the
+// run lists (stderr alone was lost under --quiet and in report.json).
+void resume_warning(Run& r, const std::string& text) {
+  r.say("warning: " + text);
+  r.meta.environment[env_key("resumed")].back()[resumed_env_key("notices")].push_back(text);
+}
+
 // --resume: repairs results.jsonl's tail and reads what is done; arms whose earlier wall time was
 // lost but that have results get an unknown wall time (the report then uses Σ latencies).
 void find_done(Run& r) {
@@ -366,23 +373,36 @@ void find_done(Run& r) {
     r.say(fmt::format("{}: removed a truncated last line ({} bytes)", r.results_path().string(), cut));
   std::vector<std::string> names;
   for (const auto& a : r.spec.arms) names.push_back(a.name);
-  r.done = read_done(r.results_path(), names);
+  std::vector<RequestResult> written;
+  r.done = read_done(r.results_path(), names, &written);
   check_done_in_run(r);
   for (std::size_t i = 0; i < r.arms.size(); ++i) {
     ArmRun& arm = r.arms[i];
     ArmInput& recorded = r.meta.arms[i];
     bool had_wall = false;
     for (const auto& a : r.prior.arms) had_wall |= a.name == arm.spec->name && std::isfinite(a.wall_s);
-    const auto present =
-        std::count_if(r.done.begin(), r.done.end(), [&](const ResultKey& k) { return k.arm == arm.spec->name; });
+    std::vector<const RequestResult*> mine;  // the arm's results in file order
+    for (const auto& res : written)
+      if (res.arm == arm.spec->name) mine.push_back(&res);
+    const auto present = static_cast<int64_t>(mine.size());
     if (!had_wall && present > 0) arm.wall_s = nan_value();
+    // More results than the recorded wall time covers: a kill between a batch's results and its
+    // run_meta.json update. That batch's time comes from its latencies (it read as free: +104 %).
+    if (std::isfinite(arm.wall_s) && recorded.timed_results >= 0 && present > recorded.timed_results) {
+      const std::vector<const RequestResult*> untimed(mine.begin() + recorded.timed_results, mine.end());
+      arm.wall_s += latency_wall_s(untimed);
+      resume_warning(r, fmt::format("arm '{}': {} result(s) were written after its last recorded wall time (a kill "
+                                    "between the two writes); their batch's time is taken from their latencies",
+                                    arm.spec->name, untimed.size()));
+      recorded.timed_results = present;
+    }
     // Fewer results than the recorded wall time covers (lines deleted by hand, to redo them): that
     // time counted results that are gone, and added to the redo it understated tok/s silently.
     // (run_experiment copies arm.wall_s into the recorded arm next.)
     if (std::isfinite(arm.wall_s) && recorded.timed_results > present) {
-      r.say(fmt::format("warning: arm '{}' has {} result(s) of the {} its recorded wall time covers; its throughput "
-                        "is computed from Σ latencies",
-                        arm.spec->name, present, recorded.timed_results));
+      resume_warning(r, fmt::format("arm '{}' has {} result(s) of the {} its recorded wall time covers; its "
+                                    "throughput is computed from its batches' latencies",
+                                    arm.spec->name, present, recorded.timed_results));
       arm.wall_s = nan_value();
     }
     recorded.timed_results = std::isfinite(arm.wall_s) && recorded.timed_results >= 0 ? present : -1;
@@ -444,13 +464,14 @@ void run_batch(Run& r, const WorkUnit& u, Engine& engine, const std::vector<std:
   std::vector<GenRequest> batch;
   for (std::size_t idx : idxs)
     batch.push_back(GenRequest{m.prompts[idx], a.spec->decoding.seed, request_key(r.reqs[idx]->id, u.repeat)});
-  const double t0 = now_s();
+  const double t0 = now_s(), started = unix_time_s();
   const std::vector<GenResult> results = engine.generate(batch, a.params);
   a.wall_s += now_s() - t0;
   int64_t out_tokens = 0, emitted = 0, steps = 0;
   for (std::size_t k = 0; k < idxs.size(); ++k) {
     RequestResult res = make_request_result(results[k], r.run_id, a.spec->name, *r.reqs[idxs[k]], u.repeat,
                                             a.spec->decoding.seed, gamma, r.dataset.scorer);
+    res.start_s = started;
     res.validate(fmt::format("arm '{}' request '{}'", a.spec->name, res.request_id));
     out.writer.append(result_to_jsonl_line(res));
     r.done.insert({a.spec->name, res.request_id, u.repeat});
