@@ -8,6 +8,8 @@
 #include <ATen/ops/stack.h>
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -28,25 +30,29 @@ namespace {
 
 // The target hidden_states ids fc reads: options.aux_layers, else the config's
 // (decoders/eagle3_config.h), else the target's EAGLE-3 default; configured ids +1 under the sglang
-// convention, which only the eagle layout's eagle_config ids follow. Checked against the target's
-// 0..num_hidden_layers.
+// convention, which only eagle_config ids follow. Checked against the target's layers 0..L-1:
+// hidden_states[L] is the post-final-norm output, which no EAGLE-3 runtime captures.
 std::vector<int> aux_layer_ids(const Eagle3Config& e, const Eagle3Options& options, const CausalLM& target,
                                const std::string& origin) {
   const bool sglang = options.convention == AuxLayerConvention::Sglang;
   std::vector<int> ids = options.aux_layers ? *options.aux_layers : e.aux_ids.value_or(target.default_eagle_aux_layers());
-  if (sglang && !options.aux_layers && e.layout == Eagle3Config::Layout::speculators)
-    fail("{}: the sglang aux-layer convention applies to eagle_config ids; this speculators-format head's "
+  if (sglang && !options.aux_layers && e.aux_ids && !e.aux_ids_in_eagle_config)
+    fail("{}: the sglang aux-layer convention applies to eagle_config ids; this head's top-level "
          "eagle_aux_hidden_state_layer_ids are vLLM's (HF hidden_states ids): drop aux_layer_convention",
          origin);
+  const std::vector<int> given = ids;
   if (sglang && (options.aux_layers || e.aux_ids))
     for (int& id : ids) id += 1;
   const int64_t n = target.config().num_hidden_layers;
   // Ids given with the options (the experiment's draft.aux_layers) are named as such, not the head's file.
   const std::string where = options.aux_layers ? "draft.aux_layers" : origin;
+  const std::string convention =
+      ids == given ? "hf convention" : fmt::format("sglang convention: [{}] + 1", fmt::join(given, ", "));
   for (int id : ids)
-    if (id < 0 || id > n)
-      fail("{}: aux layer id {} is outside the target's 0..{} (num_hidden_layers {}); use ids from 0 to {}", where, id,
-           n, n, n);
+    if (id < 0 || id >= n)
+      fail("{}: aux layer ids [{}] ({}) name layer {}, outside the target's 0..{} (num_hidden_layers {}); use ids "
+           "from 0 to {} (hidden_states[{}] is the post-final-norm output, which EAGLE-3 runtimes never capture)",
+           where, fmt::join(ids, ", "), convention, id, n - 1, n, n - 1, n);
   return ids;
 }
 

@@ -1,5 +1,7 @@
 #include "decoders/eagle3_config.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "harness/base/error.h"
@@ -50,6 +52,19 @@ void read_head_keys(const JsonKeys& k, bool norm_before_residual_default, Eagle3
   e.norm_before_fc = k.opt_bool("norm_before_fc", false);
 }
 
+// The top-level eagle_aux_hidden_state_layer_ids of an eagle-layout file (vLLM reads them there):
+// taken when eagle_config has none, refused when eagle_config has others (vLLM and sglang would read
+// different layers).
+void read_top_level_ids(const JsonKeys& k, Eagle3Config& e) {
+  const std::optional<std::vector<int>> top = id_list(k, "eagle_aux_hidden_state_layer_ids");
+  if (!top) return;
+  if (e.aux_ids && *e.aux_ids != *top)
+    fail("{}: eagle_aux_hidden_state_layer_ids [{}] at the top level (read by vLLM) and [{}] in eagle_config (read "
+         "by EAGLE, SpecForge and sglang) differ; keep the ids the head was trained with in one of them",
+         k.origin, fmt::join(*top, ", "), fmt::join(*e.aux_ids, ", "));
+  if (!e.aux_ids) e.aux_ids = top;
+}
+
 Eagle3Config parse_eagle(const json& j, const std::string& origin) {
   Eagle3Config e;
   e.layout = Eagle3Config::Layout::eagle;
@@ -64,7 +79,9 @@ Eagle3Config parse_eagle(const json& j, const std::string& origin) {
            "(fc over eagle_aux_hidden_state_layer_ids)",
            ec_origin);
     e.aux_ids = id_list(eck, "eagle_aux_hidden_state_layer_ids");
+    e.aux_ids_in_eagle_config = e.aux_ids.has_value();
   }
+  read_top_level_ids(k, e);
   refuse_unsupported(k, k, e.layer);
   read_head_keys(k, /*norm_before_residual_default=*/false, e);
   return e;

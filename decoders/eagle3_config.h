@@ -1,6 +1,7 @@
 // An EAGLE-3 head's config.json, in either layout a user downloads:
 //   - eagle: the layer's keys at the top level, the aux ids in eagle_config (architectures
-//     LlamaForCausalLMEagle3, as SafeAILab/EAGLE, SpecForge and sglang write it);
+//     LlamaForCausalLMEagle3, as SafeAILab/EAGLE, SpecForge and sglang write it), or at the top
+//     level, where vLLM's speculators conversion puts them (both: they must be the same list);
 //   - speculators: vLLM's speculators library (speculators_model_type "eagle3", e.g. RedHatAI's
 //     *speculator.eagle3 heads): the layer's keys under transformer_layer_config, the head's own
 //     (draft_vocab_size, target_hidden_size, eagle_aux_hidden_state_layer_ids, norm_before_residual,
@@ -26,6 +27,10 @@ struct Eagle3Config {
   int64_t draft_vocab = 0;                   // draft_vocab_size (default: layer.vocab_size)
   int64_t target_hidden = 0;                 // target_hidden_size (default: layer.hidden_size)
   std::optional<std::vector<int>> aux_ids;   // as the file gives them (eagle_config / top level)
+  // aux_ids came from eagle_config (the ids sglang reads, +1 under its convention), not only from
+  // the top-level key (vLLM's, HF hidden_states ids: the speculators layout, or vLLM's conversion of
+  // an EAGLE config). An eagle-layout file may hold both; they must then agree.
+  bool aux_ids_in_eagle_config = false;
   // The layer's first residual is hidden_norm(g) instead of g (speculators' norm_before_residual;
   // vLLM reads the key in either layout: absent, false in the eagle layout, true in speculators').
   bool norm_before_residual = false;

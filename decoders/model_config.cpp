@@ -129,8 +129,8 @@ void parse_shape(const JsonKeys& k, ModelConfig& c) {
   if (c.head_dim % 2 != 0) fail("{}: head_dim {} must be even for RoPE", origin, c.head_dim);
 }
 
-// Special token ids (a draft head's config may describe another vocabulary: checked for targets only),
-// hidden_act and sliding windows, which this implementation does not have.
+// Special token ids (a draft head's config may describe another vocabulary: checked for targets only)
+// and sliding windows, which this implementation does not have.
 void check_target_only_keys(const JsonKeys& k, const ModelConfig& c) {
   std::vector<int64_t> special = c.eos_token_ids;
   if (c.bos_token_id) special.push_back(*c.bos_token_id);
@@ -139,8 +139,6 @@ void check_target_only_keys(const JsonKeys& k, const ModelConfig& c) {
       fail("{}: special token id {} (eos_token_id / bos_token_id) is outside the vocabulary [0, {}); fix "
            "config.json",
            k.origin, id, c.vocab_size);
-  if (auto act = k.opt_string("hidden_act"); act && *act != "silu")
-    fail("{}: hidden_act '{}' is not supported (only silu)", k.origin, *act);
   if (c.arch != Arch::Llama && k.opt_bool("use_sliding_window", false))
     fail("{}: use_sliding_window is true; sliding-window attention is not supported", k.origin);
 }
@@ -154,6 +152,11 @@ ModelConfig ModelConfig::parse(const std::string& json_text, const std::string& 
   ModelConfig c;
   parse_architecture(k, check_architecture, c);
   parse_shape(k, c);
+  // Every MLP here (a target's layers, an EAGLE-3 head's) is SiLU-gated: checked for both.
+  if (auto act = k.opt_string("hidden_act"); act && *act != "silu")
+    fail("{}: hidden_act '{}' is not supported (only silu: ears-bench's MLPs are SiLU-gated); use a checkpoint "
+         "trained with silu",
+         k.origin, *act);
   c.rms_norm_eps = k.positive_double("rms_norm_eps", /*zero_ok=*/true);
   c.rope = parse_rope(j, origin);
   c.tie_word_embeddings = k.opt_bool("tie_word_embeddings", false);

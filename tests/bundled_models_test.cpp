@@ -87,7 +87,8 @@ TEST(BundledModels, LoadAsShipped) {
 
 // The aux layer ids fc reads, by convention: hf ids are the hidden state entering layer i (EAGLE,
 // vLLM), sglang ids the output of layer i, one more in hf terms — given in options and in the
-// checkpoint's eagle_config alike; checked against the target's 0..num_hidden_layers (6).
+// checkpoint's eagle_config alike; checked against the target's layers 0..5 (hidden_states[6] is
+// the post-final-norm output, which no EAGLE-3 runtime captures).
 TEST(BundledModels, EagleAuxLayersFollowTheConvention) {
   EXPECT_EQ(head().aux_layers(), (std::vector<int>{1, 3, 5}));  // the checkpoint's eagle_config, hf
   auto ids = [](std::vector<int> given, AuxLayerConvention c) {
@@ -100,8 +101,19 @@ TEST(BundledModels, EagleAuxLayersFollowTheConvention) {
   EXPECT_EQ(ids({0, 2, 4}, AuxLayerConvention::Sglang), (std::vector<int>{1, 3, 5}));
   Eagle3Options sglang;
   sglang.convention = AuxLayerConvention::Sglang;
-  EXPECT_EQ(Eagle3Head::load(kModels / "tiny-eagle3", target(), sglang).aux_layers(), (std::vector<int>{2, 4, 6}));
-  EXPECT_THROW(ids({1, 3, 6}, AuxLayerConvention::Sglang), Error);  // 7 > 6 layers
+  // The checkpoint's [1, 3, 5] read as sglang's: [2, 4, 6], and 6 = hidden_states[6] (it ran silently).
+  try {
+    Eagle3Head::load(kModels / "tiny-eagle3", target(), sglang);
+    ADD_FAILURE() << "[2, 4, 6] on a 6-layer target must fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("aux layer ids [2, 4, 6] (sglang convention: [1, 3, 5] + 1) name layer 6, "
+                                         "outside the target's 0..5 (num_hidden_layers 6)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(ids({1, 3, 5}, AuxLayerConvention::Sglang), Error);  // 6: the post-final-norm state
+  EXPECT_THROW(ids({0, 1, 6}, AuxLayerConvention::Hf), Error);
+  EXPECT_EQ(ids({0, 1, 4}, AuxLayerConvention::Sglang), (std::vector<int>{1, 2, 5}));
 }
 
 TEST(BundledModels, ReproduceTheRecordedGreedyContinuation) {

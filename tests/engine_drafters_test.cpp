@@ -12,6 +12,7 @@
 #include <ATen/ops/zeros.h>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -325,13 +326,103 @@ TEST(Eagle3Config, BothLayoutsAndUnsupportedKeys) {
            {[](json& j) { j["transformer_layer_config"]["attention_bias"] = true; },
             "s.json (transformer_layer_config): attention_bias / mlp_bias is true"},
            {[](json& j) { j["eagle_aux_hidden_state_layer_ids"] = json::array(); },
-            "s.json: eagle_aux_hidden_state_layer_ids must be a non-empty list"}});
+            "s.json: eagle_aux_hidden_state_layer_ids must be a non-empty list"},
+           // The layer's MLP is SiLU-gated: another activation ran as SiLU without a word.
+           {[](json& j) { j["transformer_layer_config"]["hidden_act"] = "gelu"; },
+            "s.json (transformer_layer_config): hidden_act 'gelu' is not supported (only silu"}});
   refused(eagle, "e.json",
           {{[](json& j) { j["eagle_config"]["use_aux_hidden_state"] = false; },
             "e.json (eagle_config): use_aux_hidden_state is false"},
            {[](json& j) { j["num_hidden_layers"] = 3; }, "e.json: num_hidden_layers is 3"},
            {[](json& j) { j["fc_norm"] = true; }, "e.json: fc_norm is true"},
-           {[](json& j) { j["mlp_bias"] = true; }, "e.json: attention_bias / mlp_bias is true"}});
+           {[](json& j) { j["mlp_bias"] = true; }, "e.json: attention_bias / mlp_bias is true"},
+           {[](json& j) { j["hidden_act"] = "gelu"; }, "e.json: hidden_act 'gelu' is not supported (only silu"},
+           // vLLM reads top-level ids, EAGLE / sglang eagle_config's: two lists would run two heads.
+           {[](json& j) { j["eagle_aux_hidden_state_layer_ids"] = {1, 3, 5}; },
+            "e.json: eagle_aux_hidden_state_layer_ids [1, 3, 5] at the top level (read by vLLM) and [2, 3, 3] in "
+            "eagle_config"}});
+  // hidden_act absent reads as silu.
+  edited = eagle;
+  edited.erase("hidden_act");
+  EXPECT_NO_THROW(Eagle3Config::parse(edited.dump(), "e.json"));
+}
+
+// An EAGLE-layout head whose aux ids sit at the top level (where vLLM's speculators conversion puts
+// them), the fixture head's config so edited: the loader reads them (they were ignored for the
+// target's default [2, 3, 3]); beside the same list in eagle_config they are fine; they are HF ids,
+// so the sglang convention (eagle_config's +1) is refused for them.
+TEST(Eagle3Config, TopLevelAuxIdsOfTheEagleLayoutAreRead) {
+  EARS_REQUIRE_SHARED("fixtures/eagle3-tiny");
+  const fs::path dir = test::temp_dir("top-level-ids");
+  fs::copy(fixture("eagle3-tiny"), dir, fs::copy_options::recursive);
+  fs::permissions(dir / "config.json", fs::perms::owner_write, fs::perm_options::add);
+  const json base = json::parse(test::read_file(dir / "config.json"));
+  auto load_with = [&](const std::function<void(json&)>& edit, AuxLayerConvention convention = AuxLayerConvention::Hf) {
+    json j = base;
+    edit(j);
+    std::ofstream(dir / "config.json") << j.dump(2);
+    Eagle3Options o;
+    o.convention = convention;
+    return Eagle3Head::load(dir, target(), o).aux_layers();
+  };
+  EXPECT_EQ(load_with([](json& j) {
+              j.erase("eagle_config");
+              j["eagle_aux_hidden_state_layer_ids"] = {1, 3, 5};
+            }),
+            (std::vector<int>{1, 3, 5}));
+  EXPECT_EQ(load_with([](json& j) { j["eagle_aux_hidden_state_layer_ids"] = {2, 3, 3}; }), (std::vector<int>{2, 3, 3}));
+  EXPECT_EQ(load_with([](json& j) { j["eagle_aux_hidden_state_layer_ids"] = {2, 3, 3}; }, AuxLayerConvention::Sglang),
+            (std::vector<int>{3, 4, 4}));
+  try {
+    load_with(
+        [](json& j) {
+          j["eagle_config"].erase("eagle_aux_hidden_state_layer_ids");
+          j["eagle_aux_hidden_state_layer_ids"] = {1, 3, 4};
+        },
+        AuxLayerConvention::Sglang);
+    ADD_FAILURE() << "top-level ids under the sglang convention must fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("top-level eagle_aux_hidden_state_layer_ids are vLLM's"), std::string::npos)
+        << e.what();
+  }
+}
+
+// An aux id naming hidden_states[L] of an L-layer target (the post-final-norm output, which EAGLE,
+// vLLM and sglang never capture) is refused at load, in the head's config.json (the fixture head
+// with [2, 3, 6]; the speculators test head, made with [1, 3, 6]) or after the sglang convention's
+// +1 turns the bundled-style ids [1, 3, 5] into [2, 4, 6]: one line naming the ids, the convention
+// and the target's layer count. They ran, silently, with worse acceptance.
+TEST(Eagle3Config, AuxIdOfTheFinalNormOutputIsRefused) {
+  EARS_REQUIRE_SHARED("fixtures/eagle3-tiny");
+  const fs::path dir = test::temp_dir("post-norm-id");
+  fs::copy(fixture("eagle3-tiny"), dir, fs::copy_options::recursive);
+  fs::permissions(dir / "config.json", fs::perms::owner_write, fs::perm_options::add);
+  json j = json::parse(test::read_file(dir / "config.json"));
+  auto message = [&](const fs::path& d, AuxLayerConvention convention) {
+    Eagle3Options o;
+    o.convention = convention;
+    try {
+      Eagle3Head::load(d, target(), o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  j["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = {2, 3, 6};
+  std::ofstream(dir / "config.json") << j.dump(2);
+  std::string m = message(dir, AuxLayerConvention::Hf);
+  EXPECT_NE(m.find((dir / "config.json").string() + ": aux layer ids [2, 3, 6] (hf convention) name layer 6, outside "
+                   "the target's 0..5 (num_hidden_layers 6)"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  j["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = {1, 3, 5};
+  std::ofstream(dir / "config.json") << j.dump(2);
+  m = message(dir, AuxLayerConvention::Sglang);
+  EXPECT_NE(m.find("aux layer ids [2, 4, 6] (sglang convention: [1, 3, 5] + 1) name layer 6"), std::string::npos) << m;
+  EXPECT_EQ(message(dir, AuxLayerConvention::Hf), "(no error)");
+  m = message(test::source_dir() / "tests" / "data" / "speculators-eagle3", AuxLayerConvention::Hf);
+  EXPECT_NE(m.find("aux layer ids [1, 3, 6] (hf convention) name layer 6"), std::string::npos) << m;
 }
 
 // A head in vLLM speculators' layout (tests/data/speculators-eagle3, made by its make.py with
@@ -343,16 +434,25 @@ TEST_P(Eagle3Rows, SpeculatorsHeadMatchesSpeculators) {
   EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
   EARS_SKIP_UNSUPPORTED_PATH(GetParam());
   const test::KernelPathGuard guard(GetParam());
-  const fs::path dir = test::source_dir() / "tests" / "data" / "speculators-eagle3";
-  const json e = json::parse(test::read_file(dir / "expected.json"));
+  const fs::path data = test::source_dir() / "tests" / "data" / "speculators-eagle3";
+  const json e = json::parse(test::read_file(data / "expected.json"));
   const CausalLM t = CausalLM::load(fixture("qwen3-tiny"), c10::kCPU, at::kFloat);
+  // make.py fed hidden_states [1, 3, 6]; 6, the post-final-norm output, is refused as a head's id
+  // (Eagle3Config.AuxIdOfTheFinalNormOutputIsRefused), so the head loads from a copy naming
+  // [1, 3, 5] and the features make.py used are computed here: what is checked is the head's math.
+  const fs::path dir = test::temp_dir("speculators-eagle3");
+  fs::copy(data, dir, fs::copy_options::recursive);
+  fs::permissions(dir / "config.json", fs::perms::owner_write, fs::perm_options::add);
+  json cfg = json::parse(test::read_file(dir / "config.json"));
+  cfg["eagle_aux_hidden_state_layer_ids"] = {1, 3, 5};
+  std::ofstream(dir / "config.json") << cfg.dump(2);
   const Eagle3Head h = Eagle3Head::load(dir, t);
-  EXPECT_EQ(h.aux_layers(), (std::vector<int>{1, 3, 6}));
+  EXPECT_EQ(h.aux_layers(), (std::vector<int>{1, 3, 5}));
   EXPECT_TRUE(h.own_embeddings());
   const auto prompt = ids64(e["prompt_ids"]);
   const int64_t L = static_cast<int64_t>(prompt.size());
   ForwardOptions fo;
-  fo.aux_layers = h.aux_layers();
+  fo.aux_layers = e["aux_layers"].get<std::vector<int>>();
   KVCache tcache = t.new_cache(1, L + 8);
   ForwardOutput tout = t.forward(row_tensor(prompt), tcache, fo);
   const int64_t x_L = tout.logits[0][L - 1].argmax().item<int64_t>();

@@ -272,7 +272,22 @@ std::vector<Case> catalogue(const Paths& P) {
                j["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = json::array({0, 1, 99});
              });
            },
-           "aux layer id 99");
+           "aux layer ids [0, 1, 99]");
+  run_case("draft-aux-layer-post-norm", "draft", "eagle_aux_hidden_state_layer_ids [2, 3, 6] on a 6-layer target",
+           [](const fs::path&, const fs::path& d) {
+             edit_json(d / "config.json", [](json& j) {
+               j["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = json::array({2, 3, 6});
+             });
+           },
+           "aux layer ids [2, 3, 6] (hf convention) name layer 6");
+  run_case("draft-aux-ids-disagree", "draft", "top-level eagle_aux_hidden_state_layer_ids differ from eagle_config's",
+           [](const fs::path&, const fs::path& d) {
+             edit_json(d / "config.json", [](json& j) { j["eagle_aux_hidden_state_layer_ids"] = json::array({1, 3, 5}); });
+           },
+           "eagle_aux_hidden_state_layer_ids [1, 3, 5] at the top level");
+  run_case("draft-hidden-act", "draft", "draft's config.json hidden_act gelu",
+           [](const fs::path&, const fs::path& d) { edit_json(d / "config.json", [](json& j) { j["hidden_act"] = "gelu"; }); },
+           "hidden_act 'gelu'");
 
   // The experiment's own ids are named as such (the head's config.json was blamed for them).
   c.push_back({"draft-aux-layers-yaml-out-of-range", "draft", "`draft.aux_layers: [0, 1, 99]` in the experiment",
@@ -281,7 +296,7 @@ std::vector<Case> catalogue(const Paths& P) {
                                                 "draft: {aux_layers: [0, 1, 99], kind: eagle3,"));
                  return std::vector<std::string>{"run", (d / "exp.yaml").string(), "--threads", "1", "--quiet"};
                },
-               2, "draft.aux_layers: aux layer id 99"});
+               2, "draft.aux_layers: aux layer ids [0, 1, 99]"});
 
   // ---- datasets (checked by `validate`, which loads the dataset) ----
   auto data_case = [&](std::string id, std::string what, std::string content, std::string on_error, int code,

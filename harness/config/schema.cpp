@@ -162,7 +162,7 @@ const Table<DraftSpec>& draft_table() {
        field("aux_layers", &D::aux_layers, read_aux_layers, "target layers feeding EAGLE-3; empty = the checkpoint's")
            .comment("empty = the checkpoint's eagle_aux_hidden_state_layer_ids", [](const D& d) { return d.aux_layers.empty(); }),
        field("aux_layer_convention", &D::aux_layer_convention, Enum(kAuxLayerConventions),
-             "hf: id i = hidden state entering layer i; sglang: output of layer i (eagle_config ids; speculators ids are hf)")}};
+             "hf: id i = hidden state entering layer i; sglang: output of layer i (eagle_config ids; top-level and speculators ids are hf)")}};
   return t;
 }
 
