@@ -308,7 +308,7 @@ TEST(Cli, TrainDraftVocabRejectsBadSizes) {
   expect_one_line_error(run_ears(t + " --draft-vocab 2049"), "2048");
   // One step of a head over 256 ids: saved with that vocabulary, which a second run from it keeps
   // and may not resize.
-  const auto r = run_ears(t + " --draft-vocab 256 --steps 1 --batch 1 --seq-len 64 --eval-n 0");
+  const auto r = run_ears(t + " --draft-vocab 256 --steps 1 --batch 1 --seq-len 128 --eval-n 0");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto cfg = nlohmann::json::parse(ears::test::read_file(out / "h/config.json"));
   EXPECT_EQ(cfg["draft_vocab_size"], 256);
@@ -319,6 +319,33 @@ TEST(Cli, TrainDraftVocabRejectsBadSizes) {
                             (out / "h2").string() + " --init " + (out / "h").string() + " --steps 1 --batch 1 --seq-len 64";
   expect_one_line_error(run_ears(again + " --draft-vocab 128"), "already scores 256 ids");
   fs::remove_all(out);
+}
+
+// `train eagle3` options that would train nothing or another architecture than EAGLE-3's: one
+// `ears-bench: error:` line (the last on stderr, after the progress lines), exit 2, nothing saved.
+// --seq-len shorter than every chat prompt trained 3 steps at loss 0.0000 and saved the random head
+// (exit 0); --aux-layers 1,3 saved an fc of 2 x hidden inputs.
+TEST(Cli, TrainEagle3RefusesWhatWouldTrainNothing) {
+  const fs::path models = ears::test::source_dir() / "models";
+  const fs::path out = ears::test::temp_dir("train-nothing");
+  const std::string t = "train eagle3 --target " + (models / "tiny-qwen3").string() + " --out " + (out / "h").string() +
+                        " --steps 3 --batch 4 --synth-n 50 --ttt 2 --gsm8k none --natural-fraction 0 --threads 2 "
+                        "--log-every 1 --warmup 1";
+  auto expect_refused = [&](const std::string& args, const std::string& must_contain) {
+    SCOPED_TRACE(args);
+    const auto r = run_ears(t + args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    const std::string last = r.err.substr(r.err.rfind('\n', r.err.size() - 2) + 1);
+    EXPECT_EQ(last.rfind("ears-bench: error: ", 0), 0u) << r.err;
+    EXPECT_NE(last.find(must_contain), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("  loss "), std::string::npos) << "refused before training: " << r.err;
+    EXPECT_FALSE(fs::exists(out / "h" / "model.safetensors"));
+  };
+  expect_refused(" --seq-len 32", "--seq-len 32: no training document reaches a loss position within 32 tokens");
+  expect_refused(" --seq-len 48", "or more");
+  expect_refused(" --seq-len 64 --aux-layers 1,3", "--aux-layers [1, 3]: give 3 distinct ids");
+  expect_refused(" --seq-len 64 --aux-layers 1,3,3", "--aux-layers [1, 3, 3]: give 3 distinct ids");
+  expect_refused(" --seq-len 64 --aux-layers 1,3,6", "--aux-layers: id 6 is outside 0..5");
 }
 
 // --threads follows one rule everywhere (decoders/threads.h): 0 = auto, 1 .. 4 x the logical

@@ -671,3 +671,120 @@ TEST(DraftVocab, TttLossOverTheDraftIdsAndTheSavedHeadScoresThem) {
   fs::remove_all(m.dir);
   fs::remove_all(hd);
 }
+
+// ---- train eagle3 end to end: aux layers, loss positions, the saved embedding ----------------
+
+// The default aux ids: EAGLE's {2, L/2, L-3} wherever those are 3 distinct ids (SafeAILab/EAGLE
+// captures them whatever eagle_config says, so a head trained on others gets the wrong features
+// there), {1, L/2, L-1} on targets too small for them (the bundled 6-layer pair's [1, 3, 5]); the
+// choice and its reason logged. --aux-layers: exactly 3 distinct ids in 0..L-1 (EAGLE-3's fc is
+// 3 x hidden -> hidden).
+TEST(TrainEagle3, AuxLayersDefaultToEaglesWhereDistinct) {
+  std::vector<std::string> log;
+  const ears::LogFn keep = [&](const std::string& l) { log.push_back(l); };
+  EXPECT_EQ(ears::resolve_aux_layers({}, 32, keep), (std::vector<int>{2, 16, 29}));
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_NE(log[0].find("aux layers [2, 16, 29]: EAGLE's {2, L/2, L-3} for L = 32"), std::string::npos) << log[0];
+  EXPECT_EQ(ears::resolve_aux_layers({}, 8), (std::vector<int>{2, 4, 5}));
+  EXPECT_EQ(ears::resolve_aux_layers({}, 7), (std::vector<int>{2, 3, 4}));
+  EXPECT_EQ(ears::resolve_aux_layers({}, 6, keep), (std::vector<int>{1, 3, 5}));
+  EXPECT_NE(log.back().find("aux layers [1, 3, 5]: {1, L/2, L-1} for L = 6 (EAGLE's {2, L/2, L-3} = [2, 3, 3] repeats"),
+            std::string::npos)
+      << log.back();
+  EXPECT_EQ(ears::resolve_aux_layers({}, 5), (std::vector<int>{1, 2, 4}));
+  EXPECT_EQ(ears::resolve_aux_layers({}, 4), (std::vector<int>{1, 2, 3}));
+  EXPECT_THROW(ears::resolve_aux_layers({}, 3), ears::Error);
+  EXPECT_EQ(ears::resolve_aux_layers({0, 1, 2}, 3), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(ears::resolve_aux_layers({5, 1, 3}, 6, keep), (std::vector<int>{5, 1, 3}));  // list order kept
+  EXPECT_NE(log.back().find("--aux-layers"), std::string::npos) << log.back();
+  for (const std::vector<int>& bad : {std::vector<int>{1, 3}, {1, 3, 3}, {1, 2, 3, 4}, {1, 3, 6}, {-1, 2, 3}}) {
+    SCOPED_TRACE(::testing::PrintToString(bad));
+    EXPECT_THROW(ears::resolve_aux_layers(bad, 6), ears::Error);
+  }
+}
+
+// Before training, the documents must reach a loss position within --seq-len (slot t is supervised
+// through token t + 2, a chat prompt has weight 0): none does -> one error naming --seq-len and the
+// lengths needed; some do not -> a warning. Documents built by hand: prompts of 10 and 20 tokens.
+TEST(TrainEagle3, SeqLenShorterThanThePromptsIsRefused) {
+  auto chat = [](int prompt, int answer) {
+    ears::TrainDoc d;
+    for (int i = 0; i < prompt + answer; ++i) {
+      d.ids.push_back(5 + i);
+      d.weight.push_back(i < prompt ? 0.0f : 1.0f);
+    }
+    return d;
+  };
+  ears::DocPools pools;
+  pools.chat = {chat(10, 5), chat(20, 5)};
+  pools.natural = {chat(0, 8)};
+  try {
+    ears::check_loss_positions(pools, 0.0, 10, {});
+    ADD_FAILURE() << "no document reaches a loss position in 10 tokens";
+  } catch (const ears::Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--seq-len 10: no training document reaches a loss position within 10 tokens (their prompts are longer), "
+              "so every step would train nothing; give --seq-len 21 or more (11 reaches one document)");
+  }
+  std::vector<std::string> log;
+  ears::check_loss_positions(pools, 0.0, 11, [&](const std::string& l) { log.push_back(l); });
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_NE(log[0].find("warning: --seq-len 11: 1 of 2 training documents reach no loss position"), std::string::npos)
+      << log[0];
+  log.clear();
+  ears::check_loss_positions(pools, 0.0, 21, [&](const std::string& l) { log.push_back(l); });
+  EXPECT_TRUE(log.empty());
+  // Natural documents (every token a loss token) drawn too: they reach one at 3 tokens.
+  ears::check_loss_positions(pools, 0.5, 10, {});
+  EXPECT_THROW(ears::check_loss_positions(pools, 0.0, 2, {}), ears::Error);
+}
+
+// `train eagle3` saves embed_tokens.weight, the frozen copy of the target's embedding it trained
+// with (EAGLE's loader reads the head's own whenever config.json declares target_hidden_size, and a
+// missing one stayed random there). It equals the target's, so the head computes exactly what it
+// computes with the target's shared embedding (the same head without the tensor).
+TEST(TrainEagle3, TheSavedHeadCarriesTheTargetsEmbedding) {
+  const fs::path models = ears::test::source_dir() / "models";
+  const fs::path out = temp_dir("embed_head"), shared = temp_dir("embed_head_shared");
+  ears::Eagle3TrainOptions o;
+  o.target = models / "tiny-qwen3";
+  o.out = out;
+  o.schedule.steps = 1;
+  o.schedule.batch = 2;
+  o.schedule.seq_len = 96;
+  o.schedule.threads = 2;
+  o.corpus.synth_n = 20;
+  o.corpus.gsm8k_train = "none";
+  o.natural_fraction = 0;
+  o.ttt_steps = 1;
+  o.draft_vocab = 256;
+  ears::train_eagle3(o);
+
+  const ears::Checkpoint head = ears::Checkpoint::open(out);
+  ASSERT_TRUE(head.contains("embed_tokens.weight"));
+  const c10::Device cpu(c10::kCPU);
+  const at::Tensor embed = head.load("embed_tokens.weight", cpu, at::kFloat);
+  const at::Tensor target_embed = ears::Checkpoint::open(o.target).load("model.embed_tokens.weight", cpu, at::kFloat);
+  EXPECT_TRUE(at::equal(embed, target_embed));
+  EXPECT_EQ(head.dtype("embed_tokens.weight"), head.dtype("fc.weight"));
+
+  // The same head without the tensor (the target's embedding shared): identical logits and states.
+  ears::ParamMap tensors;
+  for (const std::string& name : head.names())
+    if (name != "embed_tokens.weight") tensors[name] = head.load(name, cpu, head.dtype(name));
+  ears::save_safetensors(shared / "model.safetensors", tensors);
+  fs::copy_file(out / "config.json", shared / "config.json");
+  const ears::CausalLM target = ears::CausalLM::load(o.target, cpu, at::kFloat);
+  const ears::Eagle3Head own = ears::Eagle3Head::load(out, target), borrowed = ears::Eagle3Head::load(shared, target);
+  EXPECT_TRUE(own.own_embeddings());
+  EXPECT_FALSE(borrowed.own_embeddings());
+  const at::Tensor ids = at::tensor(std::vector<int64_t>{11, 257, 1024, 5, 77, 300}, at::kLong).view({1, 6});
+  ears::ForwardOptions fo;
+  fo.aux_layers = own.aux_layers();
+  const ears::ForwardOutput tf = target.forward(ids, fo);
+  const at::Tensor feats = at::cat(tf.aux_hidden, -1);
+  ears::KVCache c1 = own.new_cache(1, 8), c2 = borrowed.new_cache(1, 8);
+  const auto a = own.forward(ids, feats, /*from_target=*/true, c1), b = borrowed.forward(ids, feats, true, c2);
+  EXPECT_TRUE(at::equal(a.logits, b.logits));
+  EXPECT_TRUE(at::equal(a.prenorm, b.prenorm));
+}

@@ -155,7 +155,9 @@ void add_eagle3_command(CLI::App* train, CommonOptions& common, int& exit_code) 
   auto* sub = train->add_subcommand("eagle3", "Train an EAGLE-3 head on a frozen target (training-time test)");
   sub->add_option("--target", o->target, "Target checkpoint directory (with tokenizer.json)")->required();
   sub->add_option("--out", o->out, "Output directory")->required();
-  sub->add_option("--aux-layers", *aux, "Target hidden states (entering layer i), e.g. \"1,3,5\" (default 1, L/2, L-1)");
+  sub->add_option("--aux-layers", *aux,
+                  "3 distinct target hidden states (entering layer i), e.g. \"1,3,5\" (default: EAGLE's 2, L/2, L-3; "
+                  "1, L/2, L-1 where those repeat an id)");
   sub->add_option("--ttt", o->ttt_steps, "Training-time-test unroll steps")->capture_default_str();
   sub->add_option("--init", o->init, "Start from this head's weights (continued training, same architecture)");
   sub->add_option("--regenerate", o->regenerate,

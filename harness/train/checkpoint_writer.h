@@ -53,7 +53,7 @@ void save_random_qwen3(const std::filesystem::path& dir, const ModelConfig& c, u
 
 struct Eagle3Arch {
   int64_t heads = 4, kv_heads = 2, head_dim = 64, intermediate = 768;
-  std::vector<int> aux_layers;  // HF hidden_states ids; empty = {1, L/2, L-1}
+  std::vector<int> aux_layers;  // HF hidden_states ids; empty = train_eagle3's default (resolve_aux_layers)
 };
 // The head's ModelConfig (hidden = target hidden, 1 layer, the whole target vocabulary; train_eagle3
 // sets vocab_size to a reduced draft vocabulary's size).
@@ -61,8 +61,9 @@ ModelConfig eagle3_config(const Eagle3Arch& arch, const ModelConfig& target);
 std::string eagle3_config_json(const ModelConfig& head, const ModelConfig& target, const std::vector<int>& aux_layers,
                                c10::ScalarType torch_dtype);
 
-// config.json + model.safetensors (no embed_tokens.weight): the draft vocabulary's d2t [Vd] I64 and
-// t2d [V] BOOL, Vd = head.vocab_size (an empty `vocab`: the whole target vocabulary, d2t zeros).
+// config.json + model.safetensors: the tensors of `p` (train_eagle3 adds embed_tokens.weight, the
+// target's embedding) and the draft vocabulary's d2t [Vd] I64 and t2d [V] BOOL, Vd = head.vocab_size
+// (an empty `vocab`: the whole target vocabulary, d2t zeros).
 void save_eagle3(const std::filesystem::path& dir, const ParamMap& p, const ModelConfig& head, const ModelConfig& target,
                  const std::vector<int>& aux_layers, const DraftVocab& vocab = {},
                  c10::ScalarType save_dtype = c10::kBFloat16);

@@ -202,14 +202,85 @@ TttOutput eagle3_ttt_forward(const ParamMap& p, const ModelConfig& c, const at::
 
 namespace {
 
-// The aux layer ids (default {1, L/2, L-1}), each checked against the target's L layers.
-std::vector<int> resolve_aux_layers(const std::vector<int>& given, int L) {
-  std::vector<int> aux = given;
-  if (aux.empty()) aux = {1, std::max(1, L / 2), std::max(1, L - 1)};
-  for (int a : aux)
-    if (a < 0 || a >= L) fail("--aux-layers: id {} is outside 0..{} (hidden state entering layer i; {} layers)", a, L - 1, L);
-  return aux;
+// Three distinct ascending ids in 0..L-1.
+bool distinct_in_range(const std::vector<int>& v, int L) { return v[0] >= 0 && v[0] < v[1] && v[1] < v[2] && v[2] < L; }
+
+// The default ids for L target layers, and why (empty when no default has 3 distinct ids).
+std::vector<int> default_aux_layers(int L, std::string& why) {
+  const std::vector<int> upstream = {2, L / 2, L - 3}, small = {1, L / 2, L - 1};
+  if (distinct_in_range(upstream, L)) {
+    why = fmt::format("EAGLE's {{2, L/2, L-3}} for L = {} (SafeAILab/EAGLE captures these whatever eagle_config says)", L);
+    return upstream;
+  }
+  if (!distinct_in_range(small, L)) return {};
+  why = fmt::format("{{1, L/2, L-1}} for L = {} (EAGLE's {{2, L/2, L-3}} = [{}] repeats an id)", L, fmt::join(upstream, ", "));
+  return small;
 }
+
+}  // namespace
+
+std::vector<int> resolve_aux_layers(const std::vector<int>& given, int L, const LogFn& log) {
+  std::string why;
+  const std::vector<int> fallback = default_aux_layers(L, why);
+  if (given.empty() && fallback.empty())
+    fail("--aux-layers: the target has {} layers, too few for a default of 3 distinct aux ids in 1..{}; give 3 distinct "
+         "ids in 0..{} (0 = the embeddings) with --aux-layers",
+         L, L - 1, L - 1);
+  if (given.empty()) {
+    emit(log, fmt::format("aux layers [{}]: {}", fmt::join(fallback, ", "), why));
+    return fallback;
+  }
+  std::vector<int> sorted = given;
+  std::sort(sorted.begin(), sorted.end());
+  if (given.size() != 3 || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    fail("--aux-layers [{}]: give 3 distinct ids (EAGLE-3's fc folds 3 target hidden states into one){}",
+         fmt::join(given, ", "), fallback.empty() ? "" : fmt::format(", e.g. \"{}\"", fmt::join(fallback, ",")));
+  for (int a : given)
+    if (a < 0 || a >= L) fail("--aux-layers: id {} is outside 0..{} (hidden state entering layer i; {} layers)", a, L - 1, L);
+  emit(log, fmt::format("aux layers [{}]: --aux-layers", fmt::join(given, ", ")));
+  return given;
+}
+
+namespace {
+
+// The least row length at which `d` gives the head a loss position: slot t is supervised through
+// token t + 2 (step 0), so the first weighted token at index >= 2, plus one; 0 when it has none.
+int64_t loss_reach(const TrainDoc& d) {
+  for (std::size_t i = 2; i < d.ids.size(); ++i)
+    if (d.weight[i] > 0) return static_cast<int64_t>(i) + 1;
+  return 0;
+}
+
+}  // namespace
+
+void check_loss_positions(const DocPools& pools, double natural_fraction, int64_t seq_len, const LogFn& log) {
+  std::vector<const std::vector<TrainDoc>*> used;
+  if (natural_fraction < 1.0 || pools.natural.empty()) used.push_back(&pools.chat);
+  if (natural_fraction > 0.0) used.push_back(&pools.natural);
+  int64_t n = 0, cut = 0, least = 0, all = 0;  // least / all: the --seq-len one document / every one needs
+  for (const auto* docs : used)
+    for (const TrainDoc& d : *docs) {
+      const int64_t reach = loss_reach(d);
+      if (reach == 0) continue;  // no loss token at all (an empty answer): no --seq-len helps
+      ++n;
+      if (reach > seq_len) ++cut;
+      least = least == 0 ? reach : std::min(least, reach);
+      all = std::max(all, reach);
+    }
+  if (n == 0)
+    fail("train eagle3: no training document has a loss token (an answer) past its second token; check --synth-n, "
+         "--gsm8k and --natural-fraction");
+  if (cut == n)
+    fail("--seq-len {}: no training document reaches a loss position within {} tokens (their prompts are longer), "
+         "so every step would train nothing; give --seq-len {} or more ({} reaches one document)",
+         seq_len, seq_len, all, least);
+  if (cut > 0)
+    emit(log, fmt::format("warning: --seq-len {}: {} of {} training documents reach no loss position within {} tokens "
+                          "(their prompt is longer); their rows train nothing; --seq-len {} reaches every one",
+                          seq_len, cut, n, seq_len, all));
+}
+
+namespace {
 
 // Per-TTT-step argmax agreement with the target, summed on the device over a log window.
 class TttAccuracy {
@@ -217,6 +288,7 @@ class TttAccuracy {
   explicit TttAccuracy(int steps) : correct_(static_cast<size_t>(steps)), count_(static_cast<size_t>(steps)) {}
 
   void add(const TttOutput& t) {
+    if (t.count[0].item<double>() == 0) ++empty_steps_;
     for (std::size_t k = 0; k < correct_.size(); ++k) {
       correct_[k] = correct_[k].defined() ? correct_[k] + t.correct[k].cpu() : t.correct[k].cpu();
       count_[k] = count_[k].defined() ? count_[k] + t.count[k].cpu() : t.count[k].cpu();
@@ -238,8 +310,12 @@ class TttAccuracy {
     return s + fmt::format("  (1 + sum prod acc = {:.2f})", sim);
   }
 
+  // Steps whose batch held no loss position (they trained nothing).
+  int64_t empty_steps() const { return empty_steps_; }
+
  private:
   std::vector<at::Tensor> correct_, count_;
+  int64_t empty_steps_ = 0;
 };
 
 // --draft-vocab checked before any work: 0 to V ids, and an --init head with a reduced vocabulary
@@ -326,6 +402,25 @@ void evaluate_eagle3(const Eagle3TrainOptions& o, TrainReport& r, const LogFn& l
                         e.tau, o.eval_gamma, e.n, 100 * e.accuracy, e.tokens_per_s, now_s() - t0));
 }
 
+// The trained head into `out` with the frozen copy of the target's embedding it trained with, as
+// EAGLE and SpecForge save it (EAGLE's loader takes the head's own embed_tokens.weight whenever
+// config.json has target_hidden_size, and leaves a missing one random). Refuses a head no step
+// trained (exit 2, nothing saved); warns about steps that trained nothing.
+void save_trained_eagle3(const fs::path& out, const ParamMap& params, const at::Tensor& embed, const ModelConfig& hc,
+                         const ModelConfig& tc, const std::vector<int>& aux, const DraftVocab& vocab, int64_t empty_steps,
+                         int64_t steps, const LogFn& log) {
+  if (empty_steps == steps)
+    fail("train eagle3: none of the {} steps had a loss position (a slot whose token t+2 is an answer token), so "
+         "nothing was trained and no head is saved; raise --seq-len or --batch",
+         steps);
+  if (empty_steps > 0)
+    emit(log, fmt::format("warning: {} of {} steps had no loss position and trained nothing; raise --seq-len or --batch",
+                          empty_steps, steps));
+  ParamMap saved = params;
+  saved["embed_tokens.weight"] = embed;
+  save_eagle3(out, saved, hc, tc, aux, vocab);
+}
+
 ojson eagle3_options_json(const Eagle3TrainOptions& o, const std::vector<int>& aux, const std::string& natural_source,
                           const DraftVocab& vocab, int64_t n_params) {
   return {{"target", o.target.string()},
@@ -350,14 +445,15 @@ TrainReport train_eagle3(const Eagle3TrainOptions& o, const LogFn& log) {
   const CausalLM target = CausalLM::load(o.target, device, compute);
   const ModelConfig& tc = target.config();
   const Tokenizer tok = Tokenizer::load(o.target);
-  const std::vector<int> aux = resolve_aux_layers(o.arch.aux_layers, static_cast<int>(tc.num_hidden_layers));
-  ModelConfig hc = eagle3_config(o.arch, tc);
   const std::optional<DraftVocab> init_vocab = check_draft_vocab(o, tc.vocab_size);
+  const std::vector<int> aux = resolve_aux_layers(o.arch.aux_layers, static_cast<int>(tc.num_hidden_layers), log);
+  ModelConfig hc = eagle3_config(o.arch, tc);
 
   const double t0 = now_s();
   DocPools pools = build_doc_pools(tok, o.corpus, /*prompt_weight=*/0.0f);
   emit(log, fmt::format("data: {} chat documents, {} natural documents from {}; {:.1f} s", pools.chat.size(), pools.natural.size(),
                         pools.natural_source, now_s() - t0));
+  check_loss_positions(pools, o.natural_fraction, s.seq_len, log);
   if (o.regenerate > 0) regenerate_answers(o.target, pools.chat, o.regenerate, o.schedule.seq_len, log);
   const DraftVocab vocab = choose_draft_vocab(o, init_vocab, pools, tc.vocab_size);
   hc.vocab_size = vocab.size();
@@ -381,7 +477,7 @@ TrainReport train_eagle3(const Eagle3TrainOptions& o, const LogFn& log) {
         return eagle3_step_loss(target, params, compute, hc, embed, b, aux, o.ttt_steps, draft_ids, acc);
       },
       log, [&] { return acc.take_text(); });
-  save_eagle3(o.out, params, hc, tc, aux, vocab);
+  save_trained_eagle3(o.out, params, embed, hc, tc, aux, vocab, acc.empty_steps(), r.steps_done, log);
   emit(log, fmt::format("saved {} ({} steps, {:.1f} s, {:.3f} s/step)", o.out.string(), r.steps_done, r.seconds, r.step_seconds));
   if (o.eval_n > 0) evaluate_eagle3(o, r, log);
   write_train_log(o.out / "train_log.json", "eagle3", eagle3_options_json(o, aux, pools.natural_source, vocab, n_params), r,

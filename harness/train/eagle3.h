@@ -41,6 +41,19 @@ TttOutput eagle3_ttt_forward(const ParamMap& p, const ModelConfig& head, const a
                              const at::Tensor& loss_mask, int ttt_steps, bool keep_logits = false,
                              const at::Tensor& draft_ids = {});
 
+// The target hidden_states ids the head reads (entering layer i), for a target of L layers: `given`
+// (--aux-layers: 3 distinct ids in 0..L-1, the fc EAGLE, vLLM and sglang build is 3 x hidden -> hidden),
+// else EAGLE's {2, L/2, L-3} when those are distinct (L >= 7: SafeAILab/EAGLE captures them whatever
+// eagle_config says), else {1, L/2, L-1} (L = 4..6, e.g. the bundled 6-layer pair's [1, 3, 5]). Logs
+// the choice and why; fails when L is too small for a default.
+std::vector<int> resolve_aux_layers(const std::vector<int>& given, int L, const LogFn& log = {});
+
+// Before training: the documents the sampler draws (chat, and natural when natural_fraction > 0)
+// must reach a loss position within seq_len tokens (slot t is supervised through token t + 2, and a
+// chat prompt carries no loss). None does: fails naming --seq-len and the length needed; some do
+// not: logs a warning with the share whose rows train nothing.
+void check_loss_positions(const DocPools& pools, double natural_fraction, int64_t seq_len, const LogFn& log = {});
+
 struct Eagle3TrainOptions {
   std::filesystem::path target, out;
   Eagle3Arch arch;
@@ -59,8 +72,9 @@ struct Eagle3TrainOptions {
   int eval_gamma = 5;
   int64_t eval_max_new_tokens = 200;
 };
-// Trains the head on the target's features, saves it (save_eagle3) with train_log.json into
-// <out>; evaluates the pair when eval_n > 0.
+// Trains the head on the target's features, saves it (save_eagle3, with the frozen copy of the
+// target's embedding as embed_tokens.weight) with train_log.json into <out>; evaluates the pair when
+// eval_n > 0. A run none of whose steps had a loss position fails and saves nothing.
 TrainReport train_eagle3(const Eagle3TrainOptions& options, const LogFn& log = {});
 
 }  // namespace ears
