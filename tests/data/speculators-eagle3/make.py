@@ -22,6 +22,9 @@ from speculators.proposals.greedy import GreedyTokenProposalConfig
 HERE = os.path.dirname(os.path.abspath(__file__))
 TARGET = os.path.join(HERE, "..", "..", "..", "..", "shared", "fixtures", "qwen3-tiny")
 AUX = [1, 3, 6]  # HF hidden_states ids (entering layer i; 6 = the last layer's output)
+# 6 is hidden_states[6] of the 6-layer target, the post-final-norm output: ears-bench now refuses it as a
+# head's aux id (no runtime captures it), so SpeculatorsHeadMatchesSpeculators loads a copy of this head
+# naming [1, 3, 5] and feeds these features itself. A regenerated head should use [1, 3, 5].
 PROMPT = [5, 17, 42, 8, 99, 3, 250, 61, 7, 12]
 CHAIN = 4
 
