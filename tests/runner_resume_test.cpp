@@ -180,6 +180,39 @@ TEST(RunnerCli, ResumeAfterAKillBetweenResultsAndWallTimeAddsTheBatch) {
   EXPECT_NE(report["warnings"].dump().find(warning), std::string::npos) << report["warnings"].dump();
 }
 
+// gate reads report.json; a report older than its run (a resume killed before it re-rendered, or
+// results edited since) passed with exit 0 in an audit. Now one line naming the fix, exit 2.
+TEST(RunnerCli, GateRefusesAReportOlderThanItsRun) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path& ref = reference_run();
+  const fs::path dir = env().root / "stale";
+  fs::copy(ref, dir, fs::copy_options::recursive);
+  const std::vector<std::string> gate = {"gate", dir.string(), "--check", "n_errors == 0"};
+  EXPECT_EQ(cli(gate).exit_code, 0);
+  json meta = read_json(dir / "run_meta.json");
+  meta["complete"] = false;  // a resume started (and was killed)
+  std::ofstream(dir / "run_meta.json", std::ios::trunc) << meta.dump(2);
+  Proc p = cli(gate);
+  EXPECT_EQ(p.exit_code, 2) << show(p);
+  EXPECT_NE(p.err.find("report.json: older than its run (" + (dir / "run_meta.json").string() +
+                       " says the run did not complete"),
+            std::string::npos)
+      << p.err;
+  EXPECT_NE(p.err.find("re-render it with 'ears-bench report " + dir.string() + "'"), std::string::npos) << p.err;
+  meta["complete"] = true;
+  std::ofstream(dir / "run_meta.json", std::ios::trunc) << meta.dump(2);
+  std::string head;
+  {
+    std::ifstream in(dir / "results.jsonl");
+    std::string line;
+    for (int i = 0; i < 40 && std::getline(in, line); ++i) head += line + "\n";
+  }
+  std::ofstream(dir / "results.jsonl", std::ios::trunc) << head;
+  p = cli(gate);
+  EXPECT_EQ(p.exit_code, 2) << show(p);
+  EXPECT_NE(p.err.find("results.jsonl holds 40 results, the report counts 60"), std::string::npos) << p.err;
+}
+
 // A session resumed on another kernel path (EARS_KERNELS set this time) records its path facts and
 // notices in its "resumed" entry, says so on stderr, and the report warns that the run mixes paths.
 TEST(RunnerCli, ResumeOnAnotherKernelPathIsRecordedAndWarned) {

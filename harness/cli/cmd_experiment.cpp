@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "harness/cli/commands.h"
@@ -88,6 +89,29 @@ struct GateArgs {
   bool allow_partial = false;
 };
 
+// A report older than its run directory would gate numbers the run no longer has: a resume killed
+// before it re-rendered (run_meta.json says incomplete, the old report whole), or results.jsonl
+// holding other results than the report counts. One line and exit 2; 'report DIR' re-renders.
+void check_report_is_current(const fs::path& dir, const Report& report) {
+  if (!fs::exists(dir / kRunMetaFile)) return;  // a combined report's own directory
+  const RunMeta meta = read_run_meta(dir);
+  std::set<ResultKey> keys;
+  if (fs::exists(dir / kResultsFile))
+    for (const auto& r : read_results_jsonl(dir / kResultsFile, true)) keys.insert(r.key());
+  int64_t counted = 0;
+  for (const auto& arm : report.arms) counted += arm.metrics.n_requests;
+  std::string why;
+  if (!meta.complete && !report.partial)
+    why = fmt::format("{} says the run did not complete (running, or killed), but the report is whole",
+                      (dir / kRunMetaFile).string());
+  else if (static_cast<int64_t>(keys.size()) != counted)
+    why = fmt::format("{} holds {} results, the report counts {}", (dir / kResultsFile).string(), keys.size(), counted);
+  if (!why.empty())
+    fail("{}: older than its run ({}); re-render it with 'ears-bench report {}' (or finish the run with 'ears-bench "
+         "run --resume {}')",
+         (dir / kReportJsonFile).string(), why, dir.string(), dir.string());
+}
+
 int run_gate(const GateArgs& a) {
   const fs::path report_file = fs::path(a.dir) / kReportJsonFile;
   if (!fs::exists(report_file))
@@ -100,6 +124,7 @@ int run_gate(const GateArgs& a) {
     fail("{}: invalid JSON ({}); re-render it with 'ears-bench report {}'", report_file.string(), e.what(), a.dir);
   }
   const Report report = report_from_json(j, report_file.string());
+  check_report_is_current(a.dir, report);
   std::vector<GateRule> checks;
   if (!a.rules.empty()) {
     if (!fs::is_regular_file(a.rules))
