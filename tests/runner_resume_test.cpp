@@ -180,6 +180,22 @@ TEST(RunnerCli, ResumeAfterAKillBetweenResultsAndWallTimeAddsTheBatch) {
   EXPECT_NE(report["warnings"].dump().find(warning), std::string::npos) << report["warnings"].dump();
 }
 
+// "other = the rest of the latency": every result's split sums to its latency (an audit found one
+// request's split 17 % short), both arms.
+TEST(RunnerCli, EveryResultsTimeSplitSumsToItsLatency) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  std::ifstream in(reference_run() / "results.jsonl");
+  int n = 0;
+  for (std::string line; std::getline(in, line); ++n) {
+    const json j = json::parse(line);
+    const double split = j["prefill_s"].get<double>() + j["draft_s"].get<double>() + j["verify_s"].get<double>() +
+                         j["other_s"].get<double>();
+    EXPECT_NEAR(split, j["latency_s"].get<double>(), 1e-6 + 1e-9 * j["latency_s"].get<double>()) << line;
+    EXPECT_GE(j["other_s"].get<double>(), 0);
+  }
+  EXPECT_EQ(n, 60);
+}
+
 // gate reads report.json; a report older than its run (a resume killed before it re-rendered, or
 // results edited since) passed with exit 0 in an audit. Now one line naming the fix, exit 2.
 TEST(RunnerCli, GateRefusesAReportOlderThanItsRun) {
