@@ -268,6 +268,30 @@ TEST(RunnerCli, ResumeOnAnotherKernelPathIsRecordedAndWarned) {
   EXPECT_NE(test::read_file(dir / "report.md").find("> Warning: " + mixed), std::string::npos);
 }
 
+// A first session that died while loading the models left no model facts; the session that loads
+// them records them, so a later session on another path is compared with something (an audit's
+// sessions on avx512bf16 then avx2 mixed results with no warning).
+TEST(RunnerCli, ModelFactsAreRecordedByTheFirstSessionThatLoads) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path dir = env().root / "diedloading";
+  fs::copy(reference_run(), dir, fs::copy_options::recursive);
+  json meta = read_json(dir / "run_meta.json");
+  const json full = meta["environment"];
+  for (const char* k : {"target_parameters", "kernel_path", "compute_dtype", "weight_dtype", "checkpoint_dtype",
+                        "weight_pages", "draft"})
+    meta["environment"].erase(k);
+  for (auto& a : meta["arms"]) a["wall_s"] = 0, a["timed_results"] = 0;
+  meta["complete"] = false;
+  std::ofstream(dir / "run_meta.json", std::ios::trunc) << meta.dump(2);
+  std::ofstream(dir / "results.jsonl", std::ios::trunc);
+  fs::remove(dir / "report.json");
+  Proc p = cli({"run", "--resume", dir.string(), "--threads", "1", "--quiet"});
+  ASSERT_EQ(p.exit_code, 0) << show(p);
+  const json env_now = read_json(dir / "run_meta.json")["environment"];
+  for (const char* k : {"target_parameters", "kernel_path", "compute_dtype", "draft"})
+    EXPECT_EQ(env_now.value(k, json()), full[k]) << k;
+}
+
 // One writer per run directory (a second one fails at once, a killed one leaves no lock), and
 // --resume refuses a config.yaml edited since the start unless --force (recorded in the report).
 TEST(RunnerCli, OneWriterPerRunDirAndResumeRefusesAChangedConfig) {

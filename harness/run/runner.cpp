@@ -419,12 +419,13 @@ void announce(Run& r) {
                     r.already ? fmt::format(" ({} already done)", r.already) : "", r.threads));
 }
 
-// The model sets, each arm's DecodeParams, a new run's model facts (target and draft) in
-// run_meta.json, the warm-up.
+// The model sets, each arm's DecodeParams, the model facts (target and draft) in run_meta.json
+// when the run has none yet (a new run, or one whose first session died while loading: without
+// them later sessions on other kernel paths were never compared), the warm-up.
 void load_models(Run& r) {
   r.sets = assign_model_sets(r.spec, r.arms);
   load_model_sets(r.sets, r.arms, r.spec, r.reqs, r.say);
-  if (!r.resume && !r.sets.empty()) {
+  if (!r.meta.environment.contains(env_key("target_parameters")) && !r.sets.empty()) {
     // What the target actually computes in: compute / weight / checkpoint dtype, kernel path.
     json facts = model_environment_json(*r.sets.front().models.target, r.spec.target.dtype);
     facts.erase("dtype_requested");
