@@ -292,6 +292,31 @@ TEST(RunnerCli, ModelFactsAreRecordedByTheFirstSessionThatLoads) {
     EXPECT_EQ(env_now.value(k, json()), full[k]) << k;
 }
 
+// Each dead end of a killed start names its way out (an audit went in circles between 'run' and
+// '--resume'), and a killed writer's temp files go once the next writer holds the lock.
+TEST(RunnerCli, KilledStartsNameTheirWayOut) {
+  EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
+  const fs::path bare = env().root / "killedstart";
+  fs::create_directories(bare);
+  std::ofstream(bare / ".lock");
+  std::ofstream(bare / "config.yaml.tmp.123") << "partial";
+  Proc p = cli({"run", "--resume", bare.string()});
+  EXPECT_EQ(p.exit_code, 2) << show(p);
+  EXPECT_NE(p.err.find("start the run again with 'ears-bench run CONFIG --out " + bare.string() + "'"),
+            std::string::npos) << p.err;
+  p = cli({"run", env().config2.string(), "--limit", "2", "--out", bare.string(), "--threads", "1", "--quiet"});
+  EXPECT_EQ(p.exit_code, 0) << show(p);
+  EXPECT_FALSE(fs::exists(bare / "config.yaml.tmp.123"));
+
+  const fs::path lost = env().root / "lostmeta";
+  fs::copy(reference_run(), lost, fs::copy_options::recursive);
+  fs::remove(lost / "run_meta.json");
+  p = cli({"run", "--resume", lost.string()});
+  EXPECT_EQ(p.exit_code, 2) << show(p);
+  EXPECT_NE(p.err.find("start over with 'ears-bench run " + (lost / "config.yaml").string() + " --out NEW_DIR'"),
+            std::string::npos) << p.err;
+}
+
 // One writer per run directory (a second one fails at once, a killed one leaves no lock), and
 // --resume refuses a config.yaml edited since the start unless --force (recorded in the report).
 TEST(RunnerCli, OneWriterPerRunDirAndResumeRefusesAChangedConfig) {

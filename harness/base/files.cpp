@@ -1,5 +1,6 @@
 #include "harness/base/files.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -32,15 +33,25 @@ std::string read_file(const fs::path& path, std::string_view what, std::string_v
 void write_file_atomic(const fs::path& path, const std::string& content) {
   if (fs::is_directory(path)) fail("{}: is a directory, not a file; remove it or write elsewhere", path.string());
   const fs::path tmp = path.string() + fmt::format(".tmp.{}", static_cast<long>(::getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      fail("{}: cannot write ({}); check the directory exists and is writable", path.string(), std::strerror(errno));
-    out.write(content.data(), static_cast<std::streamsize>(content.size()));
-    out.flush();
-    if (!out) fail("{}: write failed ({}); check free disk space", path.string(), std::strerror(errno));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail("{}: cannot write ({}); check the directory exists and is writable", path.string(), std::strerror(errno));
+  // The bytes reach the disk before the rename publishes them: after a crash the file is the old
+  // one or the new one, never a torn mix. A failed write takes its temp file back.
+  std::size_t done = 0;
+  errno = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
   }
+  const int write_errno = done < content.size() ? (errno ? errno : EIO) : (::fsync(fd) != 0 ? errno : 0);
+  ::close(fd);
   std::error_code ec;
+  if (write_errno != 0) {
+    fs::remove(tmp, ec);
+    fail("{}: write failed ({}); check free disk space", path.string(), std::strerror(write_errno));
+  }
   fs::rename(tmp, path, ec);
   if (ec) {
     const std::string reason = ec.message();  // before remove() resets ec ("Success")

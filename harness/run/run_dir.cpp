@@ -40,6 +40,11 @@ RunDirLock::RunDirLock(const fs::path& dir) {
   if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
     // The pid is only for the message above; the lock itself holds.
   }
+  // The lock makes this the only writer: any "<file>.tmp.<pid>" here is a killed writer's
+  // (write_file_atomic's temp file before its rename) and would otherwise stay.
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_regular_file(ec) && e.path().filename().string().find(".tmp.") != std::string::npos) fs::remove(e.path(), ec);
 }
 
 RunDirLock::~RunDirLock() {

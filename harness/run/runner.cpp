@@ -187,11 +187,19 @@ void open_resumed(Run& r) {
   r.dir = o.resume_dir;
   if (fs::is_directory(r.dir)) r.lock.emplace(r.dir);
   const fs::path cfg = r.dir / kConfigFile;
-  if (!fs::exists(cfg)) fail("{}: not found; --resume needs a run directory written by 'ears-bench run'", cfg.string());
+  if (!fs::exists(cfg))
+    fail("{}: not found: the run stopped before writing it, or {} is not a run directory; start the run again "
+         "with 'ears-bench run CONFIG --out {}'",
+         cfg.string(), r.dir.string(), r.dir.string());
   if (!fs::exists(r.dir / kRunMetaFile) && !fs::exists(r.dir / kResultsFile))
     fail("{}: no {} (the run was stopped while starting, before any result); start it again with 'ears-bench "
          "run CONFIG --out {}'",
          r.dir.string(), kRunMetaFile, r.dir.string());
+  // Results without run_meta.json (deleted or lost): their wall times and environment are gone.
+  if (!fs::exists(r.dir / kRunMetaFile))
+    fail("{}: not found beside {}: the results cannot be resumed without it; start over with 'ears-bench run {} "
+         "--out NEW_DIR'",
+         (r.dir / kRunMetaFile).string(), kResultsFile, cfg.string());
   r.spec = config::parse_experiment(read_file(cfg), cfg.string(), r.dir);
   r.prior = read_run_meta(r.dir);
   r.run_id = r.prior.run_id;
