@@ -205,6 +205,15 @@ TEST(RunnerCli, GateRefusesAReportOlderThanItsRun) {
   fs::copy(ref, dir, fs::copy_options::recursive);
   const std::vector<std::string> gate = {"gate", dir.string(), "--check", "n_errors == 0"};
   EXPECT_EQ(cli(gate).exit_code, 0);
+  {  // gate.json cannot be written there: the verdict is still shown, and the error names --json
+    fs::remove(dir / "gate.json");
+    fs::create_directories(dir / "gate.json");
+    const Proc q = cli(gate);
+    EXPECT_EQ(q.exit_code, 2) << show(q);
+    EXPECT_NE(q.out.find("2 of 2 checks passed"), std::string::npos) << show(q);
+    EXPECT_NE(q.err.find("or write gate.json elsewhere with --json PATH"), std::string::npos) << show(q);
+    fs::remove(dir / "gate.json");
+  }
   json meta = read_json(dir / "run_meta.json");
   meta["complete"] = false;  // a resume started (and was killed)
   std::ofstream(dir / "run_meta.json", std::ios::trunc) << meta.dump(2);

@@ -149,8 +149,14 @@ int run_gate(const GateArgs& a) {
   const fs::path out = a.json_out.empty() ? fs::path(a.dir) / kGateFile : fs::path(a.json_out);
   if (!a.json_out.empty() && fs::is_directory(out))
     fail("--json {}: is a directory; pass a file path, e.g. {}", out.string(), (out / kGateFile).string());
-  write_gate_json(result, out);
+  // The verdict first: a run directory that cannot take gate.json (read-only) still shows it.
   fmt::print("Gate of {} ({} check(s) from {}):\n{}", a.dir, result.outcomes.size(), origin, gate_table(result, a.dir));
+  std::fflush(stdout);
+  try {
+    write_gate_json(result, out);
+  } catch (const Error& e) {
+    fail("{}{}", e.what(), a.json_out.empty() ? "; or write gate.json elsewhere with --json PATH" : "");
+  }
   fmt::print("{} -> {}\n", result.all_passed ? "PASS" : "FAIL", out.string());
   return result.all_passed ? 0 : 1;
 }
