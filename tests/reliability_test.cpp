@@ -311,6 +311,14 @@ std::vector<Case> catalogue(const Paths& P) {
                  },
                  code, expect});
   };
+  c.push_back({"out-is-a-file", "config", "run --out names an existing file",
+               [=](const fs::path& d) {
+                 write(d / "exp.yaml", base_yaml(P, d / "out"));
+                 write(d / "taken", "x");
+                 return std::vector<std::string>{"run", (d / "exp.yaml").string(), "--out", (d / "taken").string(),
+                                                 "--quiet"};
+               },
+               2, "is a file, not a directory; pass another output path"});
   c.push_back({"dataset-missing", "dataset", "dataset.path names no file",
                [=](const fs::path& d) {
                  write(d / "exp.yaml", replaced(base_yaml(P, d / "out"), P.data.string(), (d / "none.jsonl").string()));

@@ -30,6 +30,18 @@ std::string read_file(const fs::path& path, std::string_view what, std::string_v
   return out;
 }
 
+bool create_output_directory(const fs::path& dir) {
+  std::error_code ec;
+  const bool existed = fs::exists(dir, ec);
+  if (existed && !fs::is_directory(dir, ec))
+    fail("{}: is a file, not a directory; pass another output path", dir.string());
+  fs::create_directories(dir, ec);
+  if (ec)
+    fail("{}: cannot create the output directory ({}); check its parent exists and is writable", dir.string(),
+         ec.message());
+  return !existed;
+}
+
 void write_file_atomic(const fs::path& path, const std::string& content) {
   if (fs::is_directory(path)) fail("{}: is a directory, not a file; remove it or write elsewhere", path.string());
   const fs::path tmp = path.string() + fmt::format(".tmp.{}", static_cast<long>(::getpid()));

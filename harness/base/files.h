@@ -14,6 +14,10 @@ std::string read_file(const std::filesystem::path& path, std::string_view what =
                       std::string_view fix = "check the path and permissions", std::size_t max_bytes = SIZE_MAX);
 inline constexpr std::size_t kMaxTextFileBytes = std::size_t{16} << 20;  // configs, rules: 16 MiB
 
+// create_directories for an output directory; one line naming the path and the fix when it cannot
+// be made (a file of that name, an unwritable parent). Returns whether it was created now.
+bool create_output_directory(const std::filesystem::path& dir);
+
 // Writes `content` to a temp file beside `path`, then renames it over `path`: a reader sees the
 // old file or the new one, never a half-written one.
 void write_file_atomic(const std::filesystem::path& path, const std::string& content);

@@ -226,10 +226,7 @@ void open_fresh(Run& r) {
   if (fs::exists(r.dir / kResultsFile) || fs::exists(r.dir / kRunMetaFile))
     fail("{}: already holds a run; continue it with 'ears-bench run --resume {}' or pass another --out", r.dir.string(),
          r.dir.string());
-  std::error_code ec;
-  r.created_dir = !fs::exists(r.dir);
-  fs::create_directories(r.dir, ec);
-  if (ec) fail("{}: cannot create the output directory ({})", r.dir.string(), ec.message());
+  r.created_dir = create_output_directory(r.dir);
   r.lock.emplace(r.dir);
 }
 

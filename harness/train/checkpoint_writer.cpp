@@ -15,11 +15,6 @@ namespace ears {
 namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 
-void create_output_dir(const fs::path& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) fail("{}: cannot create the output directory: {}", dir.string(), ec.message());
-}
 
 // ---------------------------------------------------------------------------------------------
 // tensors -> safetensors
@@ -123,7 +118,7 @@ std::string qwen3_config_json(const ModelConfig& c, c10::ScalarType torch_dtype)
 }
 
 void save_qwen3(const fs::path& dir, const ParamMap& p, const ModelConfig& c, c10::ScalarType save_dtype) {
-  create_output_dir(dir);
+  create_output_directory(dir);
   save_safetensors(dir / "model.safetensors", p, save_dtype);
   write_file_atomic(dir / "config.json", qwen3_config_json(c, save_dtype));
 }
@@ -174,7 +169,7 @@ void save_eagle3(const fs::path& dir, const ParamMap& p, const ModelConfig& c, c
   if (v.size() != c.vocab_size || v.target_vocab != t.vocab_size)
     fail("save_eagle3: a draft vocabulary of {} of {} ids for a head of {} rows and a target of {} ids", v.size(),
          v.target_vocab, c.vocab_size, t.vocab_size);
-  create_output_dir(dir);
+  create_output_directory(dir);
   ParamMap all = p;
   all["d2t"] = v.d2t();
   all["t2d"] = v.t2d();

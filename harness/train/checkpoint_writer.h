@@ -68,9 +68,4 @@ void save_eagle3(const std::filesystem::path& dir, const ParamMap& p, const Mode
                  const std::vector<int>& aux_layers, const DraftVocab& vocab = {},
                  c10::ScalarType save_dtype = c10::kBFloat16);
 
-// ---- small file helpers shared by the training code ----------------------------------------
-
-// Creates dir (and parents); fails (ears::Error) naming it when that is not possible.
-void create_output_dir(const std::filesystem::path& dir);
-
 }  // namespace ears

@@ -18,6 +18,7 @@
 #include "decoders/runtime.h"
 #include "decoders/tokenizer.h"
 #include "harness/base/error.h"
+#include "harness/base/files.h"
 #include "harness/train/batch.h"
 #include "harness/train/eval.h"
 
@@ -184,7 +185,7 @@ TrainReport train_target(const TargetTrainOptions& o, const LogFn& log) {
   const TrainSchedule& s = o.schedule;
   set_threads(s.threads);
   const c10::Device device = parse_device(s.device, "--device");
-  create_output_dir(o.out);
+  create_output_directory(o.out);
   const Tokenizer tok = target_tokenizer(o, log);
   const ModelConfig cfg = qwen3_config(o.arch, tok.vocab_size(), need_token(tok, "<|im_end|>"));
   const DocPools pools = target_pools(tok, o, log);
