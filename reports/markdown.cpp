@@ -185,7 +185,7 @@ void notices(std::string& md, const Report& r) {
   }
   if (fewest >= 0 && fewest < kSmallSamplePairs)
     md += fmt::format("> **Small sample**: {} paired request(s) (fewer than {}). The intervals are wide and no "
-                      "difference below is conclusive; run more requests (dataset.n) before drawing conclusions.\n\n",
+                      "difference below is conclusive; run more requests (dataset.limit; dataset.n for synth-gsm) before drawing conclusions.\n\n",
                       fewest, kSmallSamplePairs);
 }
 

@@ -176,6 +176,9 @@ std::vector<Case> catalogue(const Paths& P) {
                  return std::vector<std::string>{"run", (d / "exp.yaml").string(), "--quiet"};
                },
                2, "target.path"});
+  run_case("missing-tokenizer", "checkpoint", "`run` with a target directory without tokenizer.json",
+           [](const fs::path& t, const fs::path&) { fs::remove(t / "tokenizer.json"); },
+           "copy the model's tokenizer.json into that directory");
   run_case("missing-weights", "checkpoint", "no model.safetensors in the directory",
            [](const fs::path& t, const fs::path&) { fs::remove(t / "model.safetensors"); }, "model.safetensors");
   run_case("missing-shard", "checkpoint", "sharded checkpoint, one shard file deleted",

@@ -340,6 +340,8 @@ TEST(RunnerCli, OneWriterPerRunDirAndResumeRefusesAChangedConfig) {
             std::string::npos) << second.err;
   Proc fresh = cli({"run", env().config2.string(), "--out", dir.string(), "--quiet"});
   EXPECT_EQ(fresh.exit_code, 2) << show(fresh);
+  // The live writer is named, not "already holds a run; continue it with --resume" (which it refuses).
+  EXPECT_NE(fresh.err.find(fmt::format("another ears-bench process (pid {})", pid)), std::string::npos) << fresh.err;
   ::kill(pid, SIGKILL);
   EXPECT_EQ(wait_for(pid), 128 + SIGKILL);
 

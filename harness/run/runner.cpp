@@ -110,11 +110,15 @@ void check_checkpoint_dir(const std::string& label, const std::string& key, cons
     fail("{}: {} '{}' has no config.json (not a Hugging Face checkpoint directory); {}", label, key, path, fix);
 }
 
-// The target's and each draft's checkpoint directory, named by the key holding it: checked by
-// `validate`, and by --resume before it compares fingerprints (a missing directory read as a changed
+// The target's (with its tokenizer.json) and each draft's checkpoint directory, named by the key
+// holding it: checked by `validate`, by a new run before it writes anything, and by --resume before it compares fingerprints (a missing directory read as a changed
 // fingerprint there, and --force recorded it before the load failed).
 void check_model_dirs(const std::string& config_file, const config::ExperimentSpec& spec) {
   check_checkpoint_dir(config_file, "target.path", spec.target.path, "point target.path at a Hugging Face checkpoint directory");
+  if (!fs::exists(fs::path(spec.target.path) / "tokenizer.json"))
+    fail("{}: target.path '{}' has no tokenizer.json (the runner encodes the prompts with it); copy the model's "
+         "tokenizer.json into that directory",
+         config_file, spec.target.path);
   std::set<std::string> drafts;
   for (std::size_t i = 0; i < spec.arms.size(); ++i) {
     const auto& d = spec.arms[i].draft;
@@ -214,6 +218,7 @@ void open_fresh(Run& r) {
   if (o.config_file.empty()) fail("run: pass CONFIG (an experiment YAML file) or --resume RUN_DIR");
   r.spec = config::load_experiment(o.config_file, o.overrides);
   check_threads(o.threads.value_or(r.spec.run.threads), threads_origin(o, o.config_file));  // before anything is written
+  check_model_dirs(o.config_file, r.spec);
   if (o.limit < 0) fail("--limit {}: must be >= 0 (0 = the config's dataset.limit)", o.limit);
   if (o.limit > 0 && (r.spec.dataset.limit == 0 || o.limit < r.spec.dataset.limit)) r.spec.dataset.limit = o.limit;
   if (!o.shard.empty()) r.shard = parse_shard(o.shard);
@@ -223,11 +228,12 @@ void open_fresh(Run& r) {
   if (!o.out_dir.empty()) r.dir = o.out_dir;
   else if (!output_dir.empty()) r.dir = r.shard.active() ? fs::path(output_dir) / fmt::format("shard-{}", r.shard.index) : fs::path(output_dir);
   else r.dir = fs::path("runs") / r.run_id;
+  if (fs::is_directory(r.dir)) r.lock.emplace(r.dir);  // a live writer there is named first (its pid)
   if (fs::exists(r.dir / kResultsFile) || fs::exists(r.dir / kRunMetaFile))
     fail("{}: already holds a run; continue it with 'ears-bench run --resume {}' or pass another --out", r.dir.string(),
          r.dir.string());
   r.created_dir = create_output_directory(r.dir);
-  r.lock.emplace(r.dir);
+  if (!r.lock) r.lock.emplace(r.dir);
 }
 
 // The dataset and the shard's requests; the number of results the run will have.
@@ -543,8 +549,10 @@ int finish(Run& r, int stopped_by) {
     const GateResult gates = evaluate_gates(report, r.spec.gates);
     write_gate_json(gates, r.dir / kGateFile);
     fmt::print("Gates ({}):\n{}", (r.dir / kGateFile).string(), gate_table(gates, r.dir.string()));
-    if (!gates.all_passed)
+    if (!gates.all_passed && stopped_by == 0)
       fmt::print("GATES FAILED — `ears-bench run` still exits 0; `ears-bench gate {}` exits 1\n", r.dir.string());
+    else if (!gates.all_passed)
+      fmt::print("GATES FAILED (the run was interrupted: its report is partial)\n");
   }
   for (const auto& a : report.arms)
     if (a.metrics.n_errors > 0)
@@ -595,10 +603,6 @@ int validate_experiment(const std::string& config_file, const std::vector<std::s
   check_threads(spec.run.threads, threads_key(config_file, overrides));
   check_model_dirs(config_file, spec);
   check_max_new_tokens_fit(spec, ModelConfig::load(spec.target.path).max_position_embeddings);
-  if (!fs::exists(fs::path(spec.target.path) / "tokenizer.json"))
-    fail("{}: target.path '{}' has no tokenizer.json (the runner encodes the prompts with it); copy the model's "
-         "tokenizer.json into that directory",
-         config_file, spec.target.path);
   const Dataset ds = load_dataset(dataset_spec(spec.dataset));
   // The resolved config once every check passed: a failed validate prints its one error line only.
   fmt::print("{}", config::to_yaml(spec));
