@@ -55,6 +55,13 @@ const fs::path& reference_run() {
   return dir;
 }
 
+// A copy of the reference run to edit, at env().root / name.
+fs::path reference_copy(const std::string& name) {
+  const fs::path dir = env().root / name;
+  fs::copy(reference_run(), dir, fs::copy_options::recursive);
+  return dir;
+}
+
 // Starts the full 2-arm run into `dir` and returns once it has written 2 results (stdout/stderr
 // go to <log>.out / <log>.err); -1 when the run ended before that (it cannot be signalled then).
 pid_t start_config2_run(const fs::path& dir, const fs::path& log) {
@@ -122,8 +129,7 @@ TEST(RunnerCli, ResumeAfterSigkillMatchesAnUninterruptedRun) {
 TEST(RunnerCli, ResumeAfterDeletedLinesDropsTheirWallTime) {
   EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
   const fs::path& ref = reference_run();
-  const fs::path dir = env().root / "deleted";
-  fs::copy(ref, dir, fs::copy_options::recursive);
+  const fs::path dir = reference_copy("deleted");
   const json ref_report = read_json(ref / "report.json");
   const std::string arm = ref_report["arms"][1]["name"].get<std::string>();
   std::string kept;
@@ -150,11 +156,8 @@ TEST(RunnerCli, ResumeAfterDeletedLinesDropsTheirWallTime) {
 // and the report keeps the warning (the batch had read as free time: +104 % in an audit).
 TEST(RunnerCli, ResumeAfterAKillBetweenResultsAndWallTimeAddsTheBatch) {
   EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
-  const fs::path& ref = reference_run();
-  const fs::path dir = env().root / "untimed";
-  fs::copy(ref, dir, fs::copy_options::recursive);
-  const json ref_report = read_json(ref / "report.json");
-  const std::string arm = ref_report["arms"][1]["name"].get<std::string>();
+  const fs::path dir = reference_copy("untimed");
+  const std::string arm = read_json(dir / "report.json")["arms"][1]["name"].get<std::string>();
   double last_latency = 0;
   {
     std::ifstream in(dir / "results.jsonl");
@@ -200,9 +203,7 @@ TEST(RunnerCli, EveryResultsTimeSplitSumsToItsLatency) {
 // results edited since) passed with exit 0 in an audit. Now one line naming the fix, exit 2.
 TEST(RunnerCli, GateRefusesAReportOlderThanItsRun) {
   EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
-  const fs::path& ref = reference_run();
-  const fs::path dir = env().root / "stale";
-  fs::copy(ref, dir, fs::copy_options::recursive);
+  const fs::path dir = reference_copy("stale");
   const std::vector<std::string> gate = {"gate", dir.string(), "--check", "n_errors == 0"};
   EXPECT_EQ(cli(gate).exit_code, 0);
   {  // gate.json cannot be written there: the verdict is still shown, and the error names --json
@@ -242,8 +243,7 @@ TEST(RunnerCli, GateRefusesAReportOlderThanItsRun) {
 // notices in its "resumed" entry, says so on stderr, and the report warns that the run mixes paths.
 TEST(RunnerCli, ResumeOnAnotherKernelPathIsRecordedAndWarned) {
   EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
-  const fs::path dir = env().root / "repath";
-  fs::copy(reference_run(), dir, fs::copy_options::recursive);
+  const fs::path dir = reference_copy("repath");
   const json recorded = read_json(dir / "run_meta.json")["environment"];
   if (recorded["kernel_path"] == "aten") GTEST_SKIP() << "the run already took the aten path";
   Proc p;
@@ -282,8 +282,7 @@ TEST(RunnerCli, ResumeOnAnotherKernelPathIsRecordedAndWarned) {
 // sessions on avx512bf16 then avx2 mixed results with no warning).
 TEST(RunnerCli, ModelFactsAreRecordedByTheFirstSessionThatLoads) {
   EARS_REQUIRE_SHARED("fixtures/qwen3-tiny");
-  const fs::path dir = env().root / "diedloading";
-  fs::copy(reference_run(), dir, fs::copy_options::recursive);
+  const fs::path dir = reference_copy("diedloading");
   json meta = read_json(dir / "run_meta.json");
   const json full = meta["environment"];
   for (const char* k : {"target_parameters", "kernel_path", "compute_dtype", "weight_dtype", "checkpoint_dtype",
@@ -317,8 +316,7 @@ TEST(RunnerCli, KilledStartsNameTheirWayOut) {
   EXPECT_EQ(p.exit_code, 0) << show(p);
   EXPECT_FALSE(fs::exists(bare / "config.yaml.tmp.123"));
 
-  const fs::path lost = env().root / "lostmeta";
-  fs::copy(reference_run(), lost, fs::copy_options::recursive);
+  const fs::path lost = reference_copy("lostmeta");
   fs::remove(lost / "run_meta.json");
   p = cli({"run", "--resume", lost.string()});
   EXPECT_EQ(p.exit_code, 2) << show(p);
