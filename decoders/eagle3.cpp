@@ -156,6 +156,15 @@ void Eagle3Head::load_vocab_map(const Checkpoint& ckpt, const std::filesystem::p
   if (lo < 0 || hi >= target_vocab_)
     fail("{}: d2t maps draft ids to target ids in [{}, {}] but the target vocabulary has {} ids", dir.string(), lo,
          hi, target_vocab_);
+  // Two draft ids on one target id would scatter q into one slot (the last write wins): q(x) wrong,
+  // and the exact verifier no longer lossless, without a word.
+  const at::Tensor sorted = std::get<0>(draft_to_target_.to(at::kCPU).sort());
+  const auto ids = sorted.accessor<int64_t, 1>();
+  for (int64_t i = 1; i < sorted.size(0); ++i)
+    if (ids[i] == ids[i - 1])
+      fail("{}: d2t maps two draft ids to target id {}; a draft-vocabulary map is one-to-one: the checkpoint's d2t "
+           "is corrupt (re-export it)",
+           dir.string(), ids[i]);
 }
 
 KVCache Eagle3Head::new_cache(int64_t batch, int64_t max_len) const {

@@ -266,6 +266,20 @@ std::vector<Case> catalogue(const Paths& P) {
              rewrite_header(d / "model.safetensors", [](json& h) { h.erase("d2t"); });
            },
            "draft_vocab_size");
+  run_case("draft-d2t-not-one-to-one", "draft", "d2t maps draft ids 0 and 1 to one target id",
+           [](const fs::path&, const fs::path& d) {
+             const fs::path f = d / "model.safetensors";
+             std::string bytes = read_file(f);
+             uint64_t n = 0;
+             std::memcpy(&n, bytes.data(), 8);
+             const uint64_t at = 8 + n + offsets_of(f, "d2t").first;  // int64 offsets: target = draft id + d2t
+             int64_t first = 0;
+             std::memcpy(&first, bytes.data() + at, 8);
+             const int64_t second = first - 1;  // draft id 1 onto draft id 0's target id
+             std::memcpy(bytes.data() + at + 8, &second, 8);
+             write(f, bytes);
+           },
+           "d2t maps two draft ids to target id");
   run_case("draft-target-vocab-mismatch", "draft", "draft's config.json vocab_size 4096 != the target's",
            [](const fs::path&, const fs::path& d) { edit_json(d / "config.json", [](json& j) { j["vocab_size"] = 4096; }); },
            "vocab_size 4096");

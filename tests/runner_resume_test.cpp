@@ -308,6 +308,8 @@ TEST(RunnerCli, KilledStartsNameTheirWayOut) {
   fs::create_directories(bare);
   std::ofstream(bare / ".lock");
   std::ofstream(bare / "config.yaml.tmp.123") << "partial";
+  std::ofstream(bare / "notes.tmp.1") << "the user's";  // --out may name a directory with other files
+
   Proc p = cli({"run", "--resume", bare.string()});
   EXPECT_EQ(p.exit_code, 2) << show(p);
   EXPECT_NE(p.err.find("start the run again with 'ears-bench run CONFIG --out " + bare.string() + "'"),
@@ -315,6 +317,7 @@ TEST(RunnerCli, KilledStartsNameTheirWayOut) {
   p = cli({"run", env().config2.string(), "--limit", "2", "--out", bare.string(), "--threads", "1", "--quiet"});
   EXPECT_EQ(p.exit_code, 0) << show(p);
   EXPECT_FALSE(fs::exists(bare / "config.yaml.tmp.123"));
+  EXPECT_TRUE(fs::exists(bare / "notes.tmp.1"));
 
   const fs::path lost = reference_copy("lostmeta");
   fs::remove(lost / "run_meta.json");

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <set>
 
 #include "decoders/safetensors_header.h"
 #include "harness/base/error.h"
@@ -40,11 +41,24 @@ RunDirLock::RunDirLock(const fs::path& dir) {
   if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
     // The pid is only for the message above; the lock itself holds.
   }
-  // The lock makes this the only writer: any "<file>.tmp.<pid>" here is a killed writer's
-  // (write_file_atomic's temp file before its rename) and would otherwise stay.
+  remove_stale_temp_files(dir);
+}
+
+// The lock makes this the only writer: a "<run file>.tmp.<pid>" here is a killed writer's
+// (write_file_atomic's temp file before its rename) and would otherwise stay. Only the run's own
+// files' names: --out may name a directory that holds the user's files too.
+void RunDirLock::remove_stale_temp_files(const fs::path& dir) {
+  static const std::set<std::string> ours = {kConfigFile,     kRunMetaFile, kReportJsonFile, kReportMarkdownFile,
+                                             kAcceptLengthChart, kSweepChart, kGateFile};
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.is_regular_file(ec) && e.path().filename().string().find(".tmp.") != std::string::npos) fs::remove(e.path(), ec);
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const auto at = name.rfind(".tmp.");
+    if (at == std::string::npos || !e.is_regular_file(ec)) continue;
+    const std::string file = name.substr(0, at), pid = name.substr(at + 5);
+    const bool digits = !pid.empty() && std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits && ours.count(file)) fs::remove(e.path(), ec);
+  }
 }
 
 RunDirLock::~RunDirLock() {

@@ -24,6 +24,7 @@ class RunDirLock {
   RunDirLock& operator=(const RunDirLock&) = delete;
 
  private:
+  static void remove_stale_temp_files(const std::filesystem::path& dir);
   int fd_ = -1;
 };
 
