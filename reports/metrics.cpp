@@ -189,7 +189,13 @@ void fill_speed(const ArmSums& s, double wall_s, ArmMetrics& m) {
   m.latency_p90_s = percentile(s.latencies, 90);
   m.latency_p99_s = percentile(s.latencies, 99);
   m.ttft_mean_s = mean(s.ttfts);
+  m.ttft_p50_s = percentile(s.ttfts, 50);
+  m.ttft_p90_s = percentile(s.ttfts, 90);
+  m.ttft_p99_s = percentile(s.ttfts, 99);
   m.tpot_mean_s = mean(s.tpots);
+  m.tpot_p50_s = percentile(s.tpots, 50);
+  m.tpot_p90_s = percentile(s.tpots, 90);
+  m.tpot_p99_s = percentile(s.tpots, 99);
 }
 
 }  // namespace

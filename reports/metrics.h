@@ -131,7 +131,9 @@ struct ArmMetrics {
   double latency_p90_s = nan_value();
   double latency_p99_s = nan_value();
   double ttft_mean_s = nan_value();
+  double ttft_p50_s = nan_value(), ttft_p90_s = nan_value(), ttft_p99_s = nan_value();
   double tpot_mean_s = nan_value();
+  double tpot_p50_s = nan_value(), tpot_p90_s = nan_value(), tpot_p99_s = nan_value();
   // speculation
   double mean_accept_length = nan_value();
   double acceptance_rate = nan_value();
@@ -174,7 +176,13 @@ struct ArmMetrics {
     v("latency_p90_s", m.latency_p90_s, "90th percentile latency, s", 0);
     v("latency_p99_s", m.latency_p99_s, "99th percentile latency, s", 0);
     v("ttft_mean_s", m.ttft_mean_s, "mean time to first token, s", 0);
+    v("ttft_p50_s", m.ttft_p50_s, "median time to first token, s (numpy linear, as the latency's)", 0);
+    v("ttft_p90_s", m.ttft_p90_s, "90th percentile time to first token, s", 0);
+    v("ttft_p99_s", m.ttft_p99_s, "99th percentile time to first token, s", 0);
     v("tpot_mean_s", m.tpot_mean_s, "mean over requests of (latency - ttft) / (output - 1), s", 0);
+    v("tpot_p50_s", m.tpot_p50_s, "median of the requests' TPOT, s", 0);
+    v("tpot_p90_s", m.tpot_p90_s, "90th percentile of the requests' TPOT, s", 0);
+    v("tpot_p99_s", m.tpot_p99_s, "99th percentile of the requests' TPOT, s", 0);
     v("mean_accept_length", m.mean_accept_length, "τ = Σ emitted / Σ steps", 0);
     v("acceptance_rate", m.acceptance_rate, "Σ accepted / Σ drafted", 0);
     v("acceptance_per_position", m.acceptance_per_position, "[k] = Σ accepted_per_position[k] / Σ steps; size γ", 0);

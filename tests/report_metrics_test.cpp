@@ -177,6 +177,14 @@ TEST(Metrics, HandComputedToySet) {
   EXPECT_DOUBLE_EQ(m.latency_p90_s, 2.8);
   EXPECT_DOUBLE_EQ(m.latency_p99_s, 2.98);
   EXPECT_DOUBLE_EQ(m.ttft_mean_s, 0.2);
+  // TTFTs 0.1, 0.3; TPOTs (1.0 − 0.1) / 6 = 0.15 and (3.0 − 0.3) / 6 = 0.45 (7 output tokens each).
+  EXPECT_NEAR(m.ttft_p50_s, 0.2, 1e-12);
+  EXPECT_NEAR(m.ttft_p90_s, 0.28, 1e-12);
+  EXPECT_NEAR(m.ttft_p99_s, 0.298, 1e-12);
+  EXPECT_NEAR(m.tpot_mean_s, 0.3, 1e-12);
+  EXPECT_NEAR(m.tpot_p50_s, 0.3, 1e-12);
+  EXPECT_NEAR(m.tpot_p90_s, 0.42, 1e-12);
+  EXPECT_NEAR(m.tpot_p99_s, 0.447, 1e-12);
   EXPECT_DOUBLE_EQ(m.mean_accept_length, 2.4);
   EXPECT_DOUBLE_EQ(m.acceptance_rate, 0.7);
   ASSERT_EQ(m.acceptance_per_position.size(), 2u);
