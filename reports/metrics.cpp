@@ -201,14 +201,14 @@ void fill_speed(const ArmSums& s, double wall_s, ArmMetrics& m) {
 }  // namespace
 
 double latency_wall_s(const std::vector<const RequestResult*>& results) {
-  double lone = 0;
+  double total = 0;
   std::map<double, double> batch_longest;  // start_s -> the batch's longest latency
   for (const RequestResult* r : results) {
     if (r->start_s > 0) batch_longest[r->start_s] = std::max(batch_longest[r->start_s], r->latency_s);
-    else lone += r->latency_s;
+    else total += r->latency_s;  // its own batch
   }
-  for (const auto& [start, longest] : batch_longest) lone += longest;
-  return lone;
+  for (const auto& [start, longest] : batch_longest) total += longest;
+  return total;
 }
 
 namespace {

@@ -111,8 +111,9 @@ void check_checkpoint_dir(const std::string& label, const std::string& key, cons
 }
 
 // The target's (with its tokenizer.json) and each draft's checkpoint directory, named by the key
-// holding it: checked by `validate`, by a new run before it writes anything, and by --resume before it compares fingerprints (a missing directory read as a changed
-// fingerprint there, and --force recorded it before the load failed).
+// holding it: checked by `validate`, by a new run before it writes anything, and by --resume before
+// it compares fingerprints (a missing directory read as a changed fingerprint there, and --force
+// recorded it before the load failed).
 void check_model_dirs(const std::string& config_file, const config::ExperimentSpec& spec) {
   check_checkpoint_dir(config_file, "target.path", spec.target.path, "point target.path at a Hugging Face checkpoint directory");
   if (!fs::exists(fs::path(spec.target.path) / "tokenizer.json"))
@@ -378,7 +379,8 @@ void resume_warning(Run& r, const std::string& text) {
 }
 
 // --resume: repairs results.jsonl's tail and reads what is done; arms whose earlier wall time was
-// lost but that have results get an unknown wall time (the report then uses Σ latencies).
+// lost but that have results get an unknown wall time (the report then times their batches by
+// their latencies: latency_wall_s).
 void find_done(Run& r) {
   if (const std::size_t cut = repair_jsonl_tail(r.results_path()))
     r.say(fmt::format("{}: removed a truncated last line ({} bytes)", r.results_path().string(), cut));
