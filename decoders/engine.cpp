@@ -128,7 +128,7 @@ void finish(Sequence& s, double t_start, int64_t syncs_start) {
   // stretches): the split sums to the latency by definition (it fell 17 % short on one request).
   GenStats& st = s.result.stats;
   st.other_s = std::max(0.0, s.result.latency_s - st.prefill_s - st.draft_s - st.verify_s);
-  s.result.stats.host_syncs = host_sync_count() - syncs_start;
+  st.host_syncs = host_sync_count() - syncs_start;
   if (s.decoder) {
     s.stops.push_text(s.decoder->flush());
     s.result.text = std::string(s.stops.kept());

@@ -140,8 +140,9 @@ Report build_report(const std::vector<RequestResult>& results_in, const ReportIn
   for (const auto& a : arms) {
     report.arms.push_back(ArmReport{a.name, a.verifier.is_null() ? json::object() : a.verifier,
                                     compute_arm_metrics(results, a.name, a.wall_s)});
-    const ArmMetrics& m = report.arms.back().metrics;
-    if (!counts_pardons(report.arms.back().verifier)) undefine_pardons(report.arms.back().metrics);
+    ArmReport& added = report.arms.back();
+    if (!counts_pardons(added.verifier)) undefine_pardons(added.metrics);
+    const ArmMetrics& m = added.metrics;
     if (m.wall_from_latencies && m.n_requests > m.n_errors)
       report.warnings.push_back(fmt::format("arm '{}' has no recorded wall time: its tok/s is over its batches' "
                                             "latencies, which leave out the time between them",

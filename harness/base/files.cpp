@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -42,9 +43,21 @@ bool create_output_directory(const fs::path& dir) {
   return !existed;
 }
 
+namespace {
+constexpr std::string_view kTempInfix = ".tmp.";  // "<name>.tmp.<pid>"
+}  // namespace
+
+std::string atomic_write_target(const std::string& filename) {
+  const auto at = filename.rfind(kTempInfix);
+  if (at == std::string::npos || at == 0) return "";
+  const std::string_view pid = std::string_view(filename).substr(at + kTempInfix.size());
+  if (pid.empty() || !std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; })) return "";
+  return filename.substr(0, at);
+}
+
 void write_file_atomic(const fs::path& path, const std::string& content) {
   if (fs::is_directory(path)) fail("{}: is a directory, not a file; remove it or write elsewhere", path.string());
-  const fs::path tmp = path.string() + fmt::format(".tmp.{}", static_cast<long>(::getpid()));
+  const fs::path tmp = fmt::format("{}{}{}", path.string(), kTempInfix, static_cast<long>(::getpid()));
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("{}: cannot write ({}); check the directory exists and is writable", path.string(), std::strerror(errno));
   // The bytes reach the disk before the rename publishes them: after a crash the file is the old

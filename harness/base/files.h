@@ -21,5 +21,8 @@ bool create_output_directory(const std::filesystem::path& dir);
 // Writes `content` to a temp file beside `path`, then renames it over `path`: a reader sees the
 // old file or the new one, never a half-written one.
 void write_file_atomic(const std::filesystem::path& path, const std::string& content);
+// The file a write_file_atomic temp file ("<name>.tmp.<pid>", left by a killed writer) was for:
+// "<name>"; empty for any other file name.
+std::string atomic_write_target(const std::string& filename);
 
 }  // namespace ears

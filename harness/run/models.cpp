@@ -38,6 +38,13 @@ ModelSet model_set(const config::TargetSpec& target, const config::ArmSpec& a) {
   return m;
 }
 
+// The smallest max_new_tokens of any arm: the room every request needs at least.
+int64_t least_max_new_tokens(const config::ExperimentSpec& spec) {
+  int64_t least = std::numeric_limits<int64_t>::max();
+  for (const auto& a : spec.arms) least = std::min<int64_t>(least, a.decoding.max_new_tokens);
+  return least;
+}
+
 // The prompts of `requests` as `m`'s tokenizer encodes them; fails when none fits, warns when some do not.
 void encode_prompts(ModelSet& m, const config::ExperimentSpec& spec, const std::vector<const Request*>& requests) {
   m.prompts.reserve(requests.size());
@@ -49,11 +56,9 @@ void encode_prompts(ModelSet& m, const config::ExperimentSpec& spec, const std::
       fail("request '{}' (dataset {}): the prompt encodes to no tokens; check the dataset's prompt field", r->id,
            spec.dataset.name);
   }
-  int64_t max_new = 0, min_new = std::numeric_limits<int64_t>::max();
-  for (const auto& a : spec.arms) {
-    max_new = std::max<int64_t>(max_new, a.decoding.max_new_tokens);
-    min_new = std::min<int64_t>(min_new, a.decoding.max_new_tokens);
-  }
+  int64_t max_new = 0;
+  for (const auto& a : spec.arms) max_new = std::max<int64_t>(max_new, a.decoding.max_new_tokens);
+  const int64_t min_new = least_max_new_tokens(spec);
   const int64_t context = m.models.target->config().max_position_embeddings;
   const auto exceed = [&](int64_t new_tokens) {
     return std::count_if(m.prompts.begin(), m.prompts.end(), [&](const auto& pr) {
@@ -83,8 +88,7 @@ void encode_prompts(ModelSet& m, const config::ExperimentSpec& spec, const std::
 }  // namespace
 
 void check_max_new_tokens_fit(const config::ExperimentSpec& spec, int64_t context) {
-  int64_t min_new = std::numeric_limits<int64_t>::max();
-  for (const auto& a : spec.arms) min_new = std::min<int64_t>(min_new, a.decoding.max_new_tokens);
+  const int64_t min_new = least_max_new_tokens(spec);
   if (context > 0 && min_new >= context)
     fail("decoding.max_new_tokens: {} leaves no room for a prompt in the target's context of {} tokens "
          "(max_position_embeddings in {}/config.json); lower it below {}",

@@ -51,14 +51,8 @@ void RunDirLock::remove_stale_temp_files(const fs::path& dir) {
   static const std::set<std::string> ours = {kConfigFile,     kRunMetaFile, kReportJsonFile, kReportMarkdownFile,
                                              kAcceptLengthChart, kSweepChart, kGateFile};
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    const auto at = name.rfind(".tmp.");
-    if (at == std::string::npos || !e.is_regular_file(ec)) continue;
-    const std::string file = name.substr(0, at), pid = name.substr(at + 5);
-    const bool digits = !pid.empty() && std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (digits && ours.count(file)) fs::remove(e.path(), ec);
-  }
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (ours.count(atomic_write_target(e.path().filename().string())) && e.is_regular_file(ec)) fs::remove(e.path(), ec);
 }
 
 RunDirLock::~RunDirLock() {
